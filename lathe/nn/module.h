@@ -1,0 +1,107 @@
+// Module: named parameters, buffers and child modules, train/eval, state_dict with PyTorch's
+// dotted names.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lathe/core/tensor.h"
+
+namespace lathe::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  virtual ~Module() = default;
+
+  // Runs the module on its inputs. Single-input modules override forward(const Tensor&).
+  virtual std::vector<Tensor> forward_all(const std::vector<Tensor>& inputs);
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // Recursively, "layer1.0.conv1.weight" style names, in registration order.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const {
+    return children_;
+  }
+  // Every module in the tree with its dotted path ("" for this one), pre-order.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+
+  // Parameters and persistent buffers by dotted name.
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies values into the existing tensors (dtype converted, shapes must match). With strict,
+  // missing or unexpected keys are an error listing them.
+  void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = true);
+
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Replaces the tensor of a registered parameter / buffer, or a child (structure change).
+  void set_parameter(const std::string& name, Tensor t);
+  void set_buffer(const std::string& name, Tensor t);
+  void set_child(const std::string& name, std::shared_ptr<Module> m);
+  Tensor& param(const std::string& name);
+  Tensor& buffer(const std::string& name);
+  std::shared_ptr<Module> child(const std::string& name) const;
+
+  // Increases whenever a parameter, buffer or child of this module (not its descendants) is
+  // added or replaced; in-place value updates do not change it. Guards use it.
+  uint64_t structure_version() const { return structure_version_; }
+
+  // Short type name for printing ("Conv2d").
+  virtual std::string type_name() const { return "Module"; }
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor t);
+  Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+
+  bool training_ = true;
+
+ private:
+  void collect(const std::string& prefix, bool params, bool buffers, bool only_persistent,
+               std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  struct Buffer {
+    std::string name;
+    Tensor t;
+    bool persistent;
+  };
+  std::vector<Buffer> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  uint64_t structure_version_ = 0;
+};
+
+using ModulePtr = std::shared_ptr<Module>;
+
+// Runs children in order; children are named "0", "1", ...
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<ModulePtr> mods);
+  void push_back(ModulePtr m);
+  // Registers m under an explicit name (for torchvision-style gaps and names).
+  void append(const std::string& name, ModulePtr m);
+  size_t size() const { return named_children().size(); }
+  ModulePtr operator[](size_t i) const { return named_children().at(i).second; }
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Sequential"; }
+};
+
+// Builds a module with std::make_shared.
+template <class M, class... Args>
+std::shared_ptr<M> make(Args&&... args) {
+  return std::make_shared<M>(std::forward<Args>(args)...);
+}
+
+}  // namespace lathe::nn

@@ -1,0 +1,23 @@
+// Registration entry points, one per op family; OpRegistry::global() calls them all once.
+#pragma once
+
+#include "lathe/ops/op_def.h"
+
+namespace lathe::detail {
+
+void register_view_ops(OpRegistry& r);         // view_ops.cpp
+void register_copy_ops(OpRegistry& r);         // copy_ops.cpp
+void register_elementwise_ops(OpRegistry& r);  // elementwise_ops.cpp
+void register_reduction_ops(OpRegistry& r);    // reduction_ops.cpp
+void register_shape_ops(OpRegistry& r);        // shape_ops.cpp (cat, stack)
+void register_nn_ops(OpRegistry& r);           // nn_ops.cpp (softmax, norms, dropout, ...)
+void register_dnnl_ops(OpRegistry& r);         // dnnl_ops.cpp (conv, matmul, linear, pooling)
+
+// Looks up a registered op once and caches the pointer (for the free functions).
+#define LATHE_OP(name_literal)                                                          \
+  ([]() -> const ::lathe::OpDef& {                                                      \
+    static const ::lathe::OpDef& op = ::lathe::OpRegistry::global().get(name_literal); \
+    return op;                                                                          \
+  }())
+
+}  // namespace lathe::detail
