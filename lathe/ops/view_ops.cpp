@@ -1,0 +1,389 @@
+// View ops: results share the input's storage; the shape rule computes sizes, strides and offset.
+#include <algorithm>
+#include <numeric>
+
+#include "lathe/ops/ops.h"
+#include "lathe/ops/register.h"
+
+namespace lathe {
+namespace {
+
+int64_t wrap(int64_t d, int64_t ndim, const char* op) {
+  int64_t r = d < 0 ? d + ndim : d;
+  LATHE_CHECK(r >= 0 && r < ndim, "[", op, "] dim ", d, " is out of range for a tensor of ", ndim,
+              " dims");
+  return r;
+}
+
+TensorMeta view_meta(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
+  TensorMeta m;
+  m.sizes = std::move(sizes);
+  m.strides = std::move(strides);
+  m.offset = offset;
+  m.dtype = x.dtype();
+  m.device = x.device();
+  m.is_view = true;
+  return m;
+}
+
+std::vector<Tensor> view_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>& m) {
+  return {make_view(in[0], m[0].sizes, m[0].strides, m[0].offset)};
+}
+
+// Replaces a single -1 with the size that keeps numel; checks the total.
+Shape infer_size(const Shape& req, SymInt numel, const char* op, const Tensor& x) {
+  Shape out = req;
+  int infer = -1;
+  SymInt known = 1;
+  for (size_t i = 0; i < req.size(); ++i) {
+    if (req[i] == -1) {
+      LATHE_CHECK(infer < 0, "[", op, "] only one dimension can be -1, got shape ", req);
+      infer = static_cast<int>(i);
+    } else {
+      LATHE_CHECK(req[i] >= 0, "[", op, "] invalid size ", req[i], " in shape ", req);
+      known = known * req[i];
+    }
+  }
+  if (infer >= 0) {
+    LATHE_CHECK(known != 0 && numel.expect_int() % known.expect_int() == 0, "[", op, "] shape ",
+                req, " is invalid for input ", x.shape_string(), " of ", numel, " elements");
+    out[infer] = floor_div(numel, known);
+  } else {
+    LATHE_CHECK(known == numel, "[", op, "] shape ", req, " is invalid for input ",
+                x.shape_string(), " of ", numel, " elements");
+  }
+  return out;
+}
+
+// Strides for viewing (sizes, strides) as new_sizes without a copy, if possible (the
+// algorithm of PyTorch's computeStride: match chunks of contiguous dims).
+std::optional<Shape> view_strides(const std::vector<int64_t>& old_sz,
+                                  const std::vector<int64_t>& old_st,
+                                  const std::vector<int64_t>& new_sz) {
+  Shape new_st(new_sz.size());
+  int64_t numel = 1;
+  for (int64_t s : old_sz) numel *= s;
+  if (numel == 0) return contiguous_strides(to_shape(new_sz));
+  if (old_sz.empty()) {
+    for (auto& s : new_st) s = 1;
+    return new_st;
+  }
+  int64_t view_d = static_cast<int64_t>(new_sz.size()) - 1;
+  int64_t chunk_base_stride = old_st.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_sz.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_sz[d];
+    if (d == 0 || (old_sz[d - 1] != 1 && old_st[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_sz[view_d] == 1)) {
+        new_st[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_sz[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = old_st[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return new_st;
+}
+
+std::vector<TensorMeta> view_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  Shape sizes = infer_size(a.get_shape("size"), x.numel(), "view", x);
+  auto st = view_strides(x.shape(), x.int_strides(), to_ints(sizes));
+  LATHE_CHECK(st.has_value(), "[view] cannot view ", x.shape_string(), " with strides ",
+              x.int_strides(), " as shape ", sizes,
+              " without a copy (the dims span non-contiguous memory); use reshape()");
+  return {view_meta(x, sizes, *st, x.storage_offset())};
+}
+
+std::vector<TensorMeta> permute_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  auto dims = a.get_ints("dims");
+  int64_t n = x.dim();
+  LATHE_CHECK(static_cast<int64_t>(dims.size()) == n, "[permute] got ", dims.size(),
+              " dims for a tensor of ", n, " dims: ", dims);
+  std::vector<bool> seen(n, false);
+  Shape sz(n), st(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t d = wrap(dims[i], n, "permute");
+    LATHE_CHECK(!seen[d], "[permute] dim ", dims[i], " repeats in ", dims);
+    seen[d] = true;
+    sz[i] = x.sizes()[d];
+    st[i] = x.strides()[d];
+  }
+  return {view_meta(x, sz, st, x.storage_offset())};
+}
+
+std::vector<TensorMeta> slice_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  LATHE_CHECK(x.dim() > 0, "[slice] cannot slice a 0-d tensor");
+  int64_t d = wrap(a.get_int("dim"), x.dim(), "slice");
+  int64_t n = x.size(d).expect_int();
+  int64_t start = a.get_int("start"), end = a.get_int("end"), step = a.get_int("step");
+  LATHE_CHECK(step > 0, "[slice] step must be positive, got ", step);
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sz = x.sizes(), st = x.strides();
+  sz[d] = (end - start + step - 1) / step;
+  st[d] = x.strides()[d] * step;
+  return {view_meta(x, sz, st, x.storage_offset() + start * x.stride(d).expect_int())};
+}
+
+std::vector<TensorMeta> select_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  LATHE_CHECK(x.dim() > 0, "[select] cannot select from a 0-d tensor");
+  int64_t d = wrap(a.get_int("dim"), x.dim(), "select");
+  int64_t n = x.size(d).expect_int();
+  int64_t idx = a.get_int("index");
+  LATHE_CHECK(idx >= -n && idx < n, "[select] index ", idx, " is out of range for dim ", d,
+              " of size ", n, " in ", x.shape_string());
+  if (idx < 0) idx += n;
+  Shape sz = x.sizes(), st = x.strides();
+  int64_t off = x.storage_offset() + idx * st[d].expect_int();
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  return {view_meta(x, sz, st, off)};
+}
+
+std::vector<TensorMeta> expand_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  const Shape& req = a.get_shape("size");
+  int64_t n = static_cast<int64_t>(req.size());
+  LATHE_CHECK(n >= x.dim(), "[expand] cannot expand ", x.shape_string(), " to fewer dims ", req);
+  Shape sz(n), st(n);
+  for (int64_t i = n - 1; i >= 0; --i) {
+    int64_t xi = i - (n - x.dim());
+    if (xi >= 0) {
+      SymInt have = x.sizes()[xi];
+      SymInt want = req[i] == -1 ? have : req[i];
+      if (have == want) {
+        sz[i] = have;
+        st[i] = x.strides()[xi];
+      } else {
+        LATHE_CHECK(have == 1, "[expand] size ", have, " of dim ", xi, " of ", x.shape_string(),
+                    " cannot expand to ", want, " (target ", req, ")");
+        sz[i] = want;
+        st[i] = 0;
+      }
+    } else {
+      LATHE_CHECK(req[i] >= 0, "[expand] new leading dim cannot be -1 in ", req);
+      sz[i] = req[i];
+      st[i] = 0;
+    }
+  }
+  return {view_meta(x, sz, st, x.storage_offset())};
+}
+
+std::vector<TensorMeta> squeeze_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  Shape sz, st;
+  auto dims = a.get_ints("dims");
+  std::vector<bool> drop(x.dim(), dims.empty());
+  for (int64_t d : dims) drop[wrap(d, x.dim(), "squeeze")] = true;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (drop[i] && x.sizes()[i] == 1) continue;
+    sz.push_back(x.sizes()[i]);
+    st.push_back(x.strides()[i]);
+  }
+  return {view_meta(x, sz, st, x.storage_offset())};
+}
+
+std::vector<TensorMeta> unsqueeze_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  int64_t d = wrap(a.get_int("dim"), x.dim() + 1, "unsqueeze");
+  Shape sz = x.sizes(), st = x.strides();
+  SymInt s = d < x.dim() ? st[d] * sz[d] : SymInt(1);
+  sz.insert(sz.begin() + d, 1);
+  st.insert(st.begin() + d, s);
+  return {view_meta(x, sz, st, x.storage_offset())};
+}
+
+std::vector<TensorMeta> as_strided_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  const Shape& sz = a.get_shape("size");
+  const Shape& st = a.get_shape("stride");
+  int64_t off = a.get_int("offset");
+  LATHE_CHECK(sz.size() == st.size(), "[as_strided] ", sz.size(), " sizes but ", st.size(),
+              " strides");
+  if (x.has_storage()) {
+    int64_t last = off;
+    bool empty = false;
+    for (size_t i = 0; i < sz.size(); ++i) {
+      LATHE_CHECK(sz[i] >= 0 && st[i] >= 0, "[as_strided] negative size or stride");
+      if (sz[i] == 0) empty = true;
+      last += (sz[i].expect_int() - 1) * st[i].expect_int();
+    }
+    int64_t cap = static_cast<int64_t>(x.impl().storage->nbytes() / itemsize(x.dtype()));
+    LATHE_CHECK(empty || (off >= 0 && last < cap), "[as_strided] view ", sz, " strides ", st,
+                " offset ", off, " reaches past the storage of ", cap, " elements");
+  }
+  return {view_meta(x, sz, st, off)};
+}
+
+OpDef view_op(const char* name, ShapeRule rule) {
+  OpDef op;
+  op.name = name;
+  op.num_inputs = 1;
+  op.shape = std::move(rule);
+  op.kernel = view_kernel;
+  return op;
+}
+
+}  // namespace
+
+namespace detail {
+void register_view_ops(OpRegistry& r) {
+  r.add(view_op("view", view_rule));
+  r.add(view_op("permute", permute_rule));
+  r.add(view_op("slice", slice_rule));
+  r.add(view_op("select", select_rule));
+  r.add(view_op("expand", expand_rule));
+  r.add(view_op("squeeze", squeeze_rule));
+  r.add(view_op("unsqueeze", unsqueeze_rule));
+  r.add(view_op("as_strided", as_strided_rule));
+}
+
+bool can_view(const Tensor& x, const Shape& sizes) {
+  Shape s = infer_size(sizes, x.numel(), "reshape", x);
+  return view_strides(x.shape(), x.int_strides(), to_ints(s)).has_value();
+}
+}  // namespace detail
+
+// ---- Tensor methods that are view ops ----
+
+Tensor Tensor::view(const Shape& sizes) const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("view"), {&self, 1}, Attrs{{"size", sizes}});
+}
+
+Tensor Tensor::reshape(const Shape& sizes) const {
+  if (detail::can_view(*this, sizes)) return view(sizes);
+  return contiguous().view(sizes);
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("permute"), {&self, 1}, Attrs{{"dims", to_shape(dims)}});
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  int64_t n = dim();
+  if (n == 0) return *this;
+  d0 = wrap(d0, n, "transpose");
+  d1 = wrap(d1, n, "transpose");
+  std::vector<int64_t> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  std::swap(p[d0], p[d1]);
+  return permute(p);
+}
+
+Tensor Tensor::t() const {
+  LATHE_CHECK(dim() <= 2, "[t] expects a tensor of at most 2 dims, got ", shape_string());
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("slice"), {&self, 1},
+                   Attrs{{"dim", d}, {"start", start}, {"end", end}, {"step", step}});
+}
+
+Tensor Tensor::narrow(int64_t d, SymInt start, SymInt length) const {
+  LATHE_CHECK(dim() > 0, "[narrow] cannot narrow a 0-d tensor");
+  int64_t dd = wrap(d, dim(), "narrow");
+  int64_t n = size(dd).expect_int(), s = start.expect_int(), l = length.expect_int();
+  if (s < 0) s += n;
+  LATHE_CHECK(s >= 0 && l >= 0 && s + l <= n, "[narrow] start ", start.expect_int(),
+              " + length ", l, " exceeds dim ", dd, " of size ", n, " in ", shape_string());
+  return slice(dd, s, s + l, 1);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("select"), {&self, 1}, Attrs{{"dim", d}, {"index", index}});
+}
+
+Tensor Tensor::expand(const Shape& sizes) const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("expand"), {&self, 1}, Attrs{{"size", sizes}});
+}
+
+Tensor Tensor::squeeze() const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("squeeze"), {&self, 1}, Attrs{{"dims", Shape{}}});
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("squeeze"), {&self, 1}, Attrs{{"dims", Shape{d}}});
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("unsqueeze"), {&self, 1}, Attrs{{"dim", d}});
+}
+
+Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  int64_t n = dim();
+  if (n == 0) return reshape({1});
+  start = wrap(start, n, "flatten");
+  end = wrap(end, n, "flatten");
+  LATHE_CHECK(start <= end, "[flatten] start_dim ", start, " is after end_dim ", end);
+  Shape sz;
+  for (int64_t i = 0; i < start; ++i) sz.push_back(sizes()[i]);
+  SymInt m = 1;
+  for (int64_t i = start; i <= end; ++i) m = m * sizes()[i];
+  sz.push_back(m);
+  for (int64_t i = end + 1; i < n; ++i) sz.push_back(sizes()[i]);
+  return reshape(sz);
+}
+
+Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const {
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("as_strided"), {&self, 1},
+                   Attrs{{"size", sizes}, {"stride", strides}, {"offset", offset}});
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  int64_t d = wrap(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    LATHE_CHECK(s >= 0, "[split] negative split size in ", sizes);
+    total += s;
+  }
+  LATHE_CHECK(total == x.size(d).expect_int(), "[split] sizes ", sizes, " sum to ", total,
+              " but dim ", d, " of ", x.shape_string(), " has ", x.size(d));
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(x.slice(d, start, start + s));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  int64_t d = wrap(dim, x.dim(), "split");
+  LATHE_CHECK(split_size > 0, "[split] split_size must be positive, got ", split_size);
+  int64_t n = x.size(d).expect_int();
+  std::vector<int64_t> sizes;
+  for (int64_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
+  if (sizes.empty()) sizes.push_back(0);
+  return split(x, sizes, d);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  LATHE_CHECK(chunks > 0, "[chunk] chunks must be positive, got ", chunks);
+  int64_t d = wrap(dim, x.dim(), "chunk");
+  int64_t n = x.size(d).expect_int();
+  return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), d);
+}
+
+}  // namespace lathe
