@@ -105,7 +105,7 @@ class Printer {
       }
       if (magnitude(c) != 1) {
         os_ << magnitude(c) << '*';
-        print(e->arg(i), kPrecAtom);
+        print(e->arg(i), kPrecProduct);
       } else {
         // A leading unary minus binds tighter than // in Python: -(a // b) needs parentheses.
         print(e->arg(i), (c < 0 && i == 0) ? kPrecProduct : kPrecSum);
