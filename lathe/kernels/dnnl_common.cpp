@@ -57,11 +57,12 @@ dnnl::memory::desc dnnl_md(const std::vector<int64_t>& dims, const std::vector<i
                             normalized_strides(dims, strides));
 }
 
-dnnl::memory::desc dnnl_md(const Tensor& t) {
+dnnl::memory::desc dnnl_md(const Tensor& t, bool prefer_channels_last) {
   std::vector<int64_t> st;
-  if (t.is_contiguous()) {
+  const bool cl = t.dim() == 4 && t.is_channels_last();
+  if (t.is_contiguous() && !(cl && prefer_channels_last)) {
     st = to_ints(contiguous_strides(t.sizes()));
-  } else if (t.dim() == 4 && t.is_channels_last()) {
+  } else if (cl) {
     st = to_ints(channels_last_strides(t.sizes()));
   } else {
     st = normalized_strides(t.shape(), t.int_strides());

@@ -26,8 +26,10 @@ int dnnl_prepare_threads();
 dnnl::memory::data_type dnnl_dtype(DType dt, const char* op);
 
 // A memory descriptor with the tensor's logical dims and its real strides. Strides of size-1
-// dims are normalised to the dense value so layouts like channels-last match oneDNN's tags.
-dnnl::memory::desc dnnl_md(const Tensor& t);
+// dims are normalised to the dense value so layouts like channels-last match oneDNN's tags. A
+// 4-d tensor that is both row-major and channels-last (a dim of size 1) is described as
+// channels-last when `prefer_channels_last` (so src and dst of a conv agree), else row-major.
+dnnl::memory::desc dnnl_md(const Tensor& t, bool prefer_channels_last = false);
 // Same, for explicit dims and strides (any dims of size 1 normalised as above).
 dnnl::memory::desc dnnl_md(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                            DType dt);

@@ -45,8 +45,8 @@ void conv2d_dnnl(const Tensor& x_in, const Tensor& w, const Tensor& bias_in, con
   // copied to channels-last first (one streaming copy is far cheaper than the NCHW kernels).
   Tensor x = to_channels_last_copy(x_in);
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
-  memory::desc src_md = dnnl_md(x);
-  memory::desc dst_md = dnnl_md(out);
+  memory::desc src_md = dnnl_md(x, true);
+  memory::desc dst_md = dnnl_md(out, out.is_channels_last());
   memory::desc wuser_md = user_weight_md(w, p.groups);
 
   DnnlKey key;

@@ -23,16 +23,18 @@ int64_t right_padding(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pl,
 
 // Runs oneDNN pooling; returns false when oneDNN rejects the configuration.
 bool pool_dnnl(const Tensor& x_in, const Pool2dParams& p, dnnl::algorithm algo, const Tensor& out) {
-  // Keep the caller's layout: the input is read in out's layout (no copy when they agree).
-  Tensor x = out.is_channels_last() && !out.is_contiguous() ? to_channels_last_copy(x_in)
-                                                            : to_contiguous(x_in);
-  if (out.is_channels_last() && !out.is_contiguous() && !x.is_channels_last()) return false;
+  // Read the input in the output's layout (no copy when they agree, as the shape rule makes
+  // them); a tensor that is both row-major and channels-last counts as channels-last when the
+  // other side is channels-last only, so src and dst descriptors agree.
+  const bool cl = out.is_channels_last() &&
+                  (!out.is_contiguous() || (x_in.is_channels_last() && !x_in.is_contiguous()));
+  Tensor x = cl ? to_channels_last_copy(x_in) : to_contiguous(x_in);
   auto xs = x.shape(), os = out.shape();
   int64_t pr[2];
   for (int i = 0; i < 2; ++i)
     pr[i] =
         right_padding(xs[2 + i], os[2 + i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i]);
-  memory::desc src_md = dnnl_md(x), dst_md = dnnl_md(out);
+  memory::desc src_md = dnnl_md(x, cl), dst_md = dnnl_md(out, cl);
   DnnlKey key;
   key.add(4).add(static_cast<int64_t>(algo)).add(xs).add(x.int_strides()).add(out.int_strides());
   for (int i = 0; i < 2; ++i)
