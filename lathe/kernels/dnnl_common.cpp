@@ -247,6 +247,13 @@ DnnlWeight dnnl_cached_weight(const Tensor& weight, const dnnl::memory::desc& us
 
   std::lock_guard<std::mutex> lock(c.mu);
   ++c.reorders;
+  for (WeightEntry& x : c.entries) {  // another thread may have inserted it meanwhile
+    if (x.storage_ptr == e.storage_ptr && x.offset == e.offset && x.version == version &&
+        x.sizes == sizes && x.strides == strides && x.target_md == target_md) {
+      x.last_use = ++c.clock;
+      return {x.mem, x.buffer};
+    }
+  }
   e.last_use = ++c.clock;
   // Drop entries whose storage is gone, and older versions of this same weight.
   std::erase_if(c.entries, [&](const WeightEntry& x) {
@@ -360,3 +367,9 @@ Tensor to_channels_last_copy(const Tensor& t) {
 }
 
 }  // namespace lathe::detail
+
+namespace lathe {
+// Until the copy ops land in main, Tensor::contiguous() (used by reshape) has no definition and
+// nothing links; this weak fallback yields to the real definition as soon as it exists.
+__attribute__((weak)) Tensor Tensor::contiguous() const { return detail::to_contiguous(*this); }
+}  // namespace lathe

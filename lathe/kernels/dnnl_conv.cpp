@@ -31,19 +31,26 @@ std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, wany, bias_md,
       dst, {p.stride[0], p.stride[1]}, {p.dilation[0] - 1, p.dilation[1] - 1},
       {p.padding[0], p.padding[1]}, {p.padding[0], p.padding[1]});
-  dnnl::convolution_forward::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
-  auto r = std::make_shared<DnnlPrimitive>();
-  r->pd = pd;
-  r->prim = dnnl::convolution_forward(pd);
-  r->impl = pd.impl_info_str();
-  return r;
+  try {
+    dnnl::convolution_forward::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
+    auto r = std::make_shared<DnnlPrimitive>();
+    r->pd = pd;
+    r->prim = dnnl::convolution_forward(pd);
+    r->impl = pd.impl_info_str();
+    return r;
+  } catch (const dnnl::error& e) {
+    throw Error(str("[conv2d] oneDNN could not create a convolution for weight ", w.shape_string(),
+                    ": ", e.what()));
+  }
 }
 
-void conv2d_dnnl(const Tensor& x_in, const Tensor& w, const Tensor& bias_in, const Conv2dParams& p,
-                 const Tensor& out) {
+void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
+                 const Conv2dParams& p, const Tensor& out) {
   // Channels-last activations run oneDNN's brgconv kernels with no reorder; anything else is
   // copied to channels-last first (one streaming copy is far cheaper than the NCHW kernels).
   Tensor x = to_channels_last_copy(x_in);
+  // Permuted weights are read in place by the reorder; broadcast (stride-0) ones are copied.
+  Tensor w = w_in.is_non_overlapping_and_dense() ? w_in : to_contiguous(w_in);
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
   memory::desc src_md = dnnl_md(x, true);
   memory::desc dst_md = dnnl_md(out, out.is_channels_last());

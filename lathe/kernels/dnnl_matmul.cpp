@@ -98,7 +98,9 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   Tensor out_c = out.is_contiguous() ? out : empty(out.sizes(), out.dtype());
   Shape os{batch, out.shape()[r - 2], out.shape()[r - 1]};
   Tensor o3 = make_view(out_c, os, contiguous_strides(os), out_c.storage_offset());
-  try_matmul(flat(a), flat(b), o3, true);
+  if (!try_matmul(flat(a), flat(b), o3, true)) {
+    throw Error(str("[matmul] oneDNN rejected ", a.shape_string(), " @ ", b.shape_string()));
+  }
   if (!out_c.is_same(out)) copy_into(out, out_c);
 }
 
@@ -144,8 +146,9 @@ std::shared_ptr<DnnlPrimitive> make_linear(const memory::desc& x_md, int64_t K, 
   return make_matmul(x_md, w_any, bias_md, dst);
 }
 
-void linear_dnnl(const Tensor& x_in, const Tensor& w, const Tensor& bias_in, const Tensor& out) {
+void linear_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, const Tensor& out) {
   Tensor x = gemm_readable(x_in) ? x_in : to_contiguous(x_in);
+  Tensor w = w_in.is_non_overlapping_and_dense() ? w_in : to_contiguous(w_in);
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
   const int64_t K = x.shape()[1], N = w.shape()[0];
   memory::desc x_md = dnnl_md(x), o_md = dnnl_md(out);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "lathe/core/random.h"
 #include "lathe/core/threads.h"
@@ -14,10 +15,6 @@
 #include "lathe/ops/ops.h"
 
 namespace lathe {
-
-// Until the copy ops land in main, Tensor::contiguous() (used by reshape) has no definition; this
-// weak fallback lets the test link and yields to the real one once it exists.
-__attribute__((weak)) Tensor Tensor::contiguous() const { return detail::to_contiguous(*this); }
 
 namespace {
 
@@ -329,6 +326,39 @@ TEST(DnnlConv2d, RunsOnEachThreadCount) {
                  "threads " + std::to_string(t));
   }
   set_num_threads(saved);
+}
+
+TEST(DnnlConv2d, BroadcastWeightAndBiasAndEmptyBatch) {
+  manual_seed(14);
+  ConvCfg c{{2, 4, 6, 6}, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true};
+  // Stride-0 (expanded) weight and bias are valid tensors too.
+  Tensor w = randn({1, 4, 3, 3}).expand({3, 4, 3, 3});
+  Tensor b = randn({1}).expand({3});
+  Tensor x = random4d(c.x, Layout::contiguous);
+  expect_close(conv2d(x, w, b, {1, 1}, {1, 1}),
+               ref_conv(c, x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>()),
+               conv_out_shape(c), "expanded weight");
+  Tensor y = conv2d(randn({0, 4, 6, 6}), randn({3, 4, 3, 3}));
+  EXPECT_EQ(y.shape(), (Ints{0, 3, 4, 4}));
+}
+
+TEST(DnnlConv2d, ConcurrentCallsShareCachesSafely) {
+  manual_seed(15);
+  ConvCfg c{{1, 16, 10, 10}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true};
+  Tensor x = random4d(c.x, Layout::channels_last);
+  Tensor w = randn({16, 16, 3, 3});
+  Tensor b = randn({16});
+  Vec ref = ref_conv(c, x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>());
+  std::vector<Tensor> results(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) results[t] = conv2d(x, w, b, {1, 1}, {1, 1});
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t)
+    expect_close(results[t], ref, conv_out_shape(c), "thread " + std::to_string(t));
 }
 
 TEST(DnnlConv2d, RejectsBadInput) {
