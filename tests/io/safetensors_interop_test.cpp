@@ -2,6 +2,7 @@
 // here load there, values bit-exact. Skips when no Python environment with torch is found
 // ($LATHE_PYTHON, else the project's .venv).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
