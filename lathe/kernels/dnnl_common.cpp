@@ -1,0 +1,375 @@
+#include "lathe/kernels/dnnl_common.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <mutex>
+
+#include "lathe/core/threads.h"
+
+namespace lathe::detail {
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& dnnl_stream() {
+  thread_local dnnl::stream stream(dnnl_engine());
+  return stream;
+}
+
+int dnnl_prepare_threads() {
+  int n = lathe::num_threads();
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
+  return n;
+}
+
+dnnl::memory::data_type dnnl_dtype(DType dt, const char* op) {
+  switch (dt) {
+    case DType::f32:
+      return dnnl::memory::data_type::f32;
+    case DType::i32:
+      return dnnl::memory::data_type::s32;
+    default:
+      throw Error(str("[", op, "] oneDNN has no kernel for dtype ", dtype_name(dt)));
+  }
+}
+
+namespace {
+std::vector<int64_t> normalized_strides(const std::vector<int64_t>& sz,
+                                        const std::vector<int64_t>& st) {
+  std::vector<int64_t> out = st;
+  for (int64_t i = static_cast<int64_t>(sz.size()) - 1; i >= 0; --i) {
+    if (sz[i] != 1) continue;
+    out[i] =
+        i + 1 < static_cast<int64_t>(sz.size()) ? out[i + 1] * std::max<int64_t>(sz[i + 1], 1) : 1;
+  }
+  return out;
+}
+}  // namespace
+
+dnnl::memory::desc dnnl_md(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                           DType dt) {
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dnnl_dtype(dt, "dnnl"),
+                            normalized_strides(dims, strides));
+}
+
+dnnl::memory::desc dnnl_md(const Tensor& t, bool prefer_channels_last) {
+  std::vector<int64_t> st;
+  const bool cl = t.dim() == 4 && t.is_channels_last();
+  if (t.is_contiguous() && !(cl && prefer_channels_last)) {
+    st = to_ints(contiguous_strides(t.sizes()));
+  } else if (cl) {
+    st = to_ints(channels_last_strides(t.sizes()));
+  } else {
+    st = normalized_strides(t.shape(), t.int_strides());
+  }
+  auto dims = t.shape();
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()),
+                            dnnl_dtype(t.dtype(), "dnnl"), st);
+}
+
+dnnl::memory dnnl_mem(const dnnl::memory::desc& md, const Tensor& t) {
+  return dnnl::memory(md, dnnl_engine(), t.raw_data());
+}
+
+DnnlKey& DnnlKey::add(const Tensor& t) {
+  add(static_cast<int64_t>(t.dtype()));
+  add(t.shape());
+  add(t.int_strides());
+  return *this;
+}
+
+size_t DnnlKeyHash::operator()(const DnnlKey& k) const {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t x : k.v) {
+    h ^= static_cast<uint64_t>(x);
+    h *= 1099511628211ull;
+    h ^= h >> 29;
+  }
+  return static_cast<size_t>(h);
+}
+
+// ---- primitive cache ----
+
+namespace {
+constexpr size_t kPrimitiveCacheCapacity = 1024;
+
+struct PrimitiveCache {
+  std::mutex mu;
+  // Most recently used at the front.
+  std::list<std::pair<DnnlKey, std::shared_ptr<const DnnlPrimitive>>> lru;
+  std::unordered_map<DnnlKey, decltype(lru)::iterator, DnnlKeyHash> index;
+};
+
+PrimitiveCache& primitive_cache() {
+  static PrimitiveCache* c = new PrimitiveCache();
+  return *c;
+}
+}  // namespace
+
+std::shared_ptr<const DnnlPrimitive> dnnl_cached_primitive(
+    const DnnlKey& key, const std::function<std::shared_ptr<DnnlPrimitive>()>& make) {
+  PrimitiveCache& c = primitive_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.index.find(key);
+    if (it != c.index.end()) {
+      c.lru.splice(c.lru.begin(), c.lru, it->second);
+      return it->second->second;
+    }
+  }
+  // Creation JIT-compiles (milliseconds): do it outside the lock.
+  std::shared_ptr<const DnnlPrimitive> p = make();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.index.find(key);
+  if (it != c.index.end()) return it->second->second;  // another thread won the race
+  c.lru.emplace_front(key, p);
+  c.index.emplace(key, c.lru.begin());
+  while (c.lru.size() > kPrimitiveCacheCapacity) {
+    c.index.erase(c.lru.back().first);
+    c.lru.pop_back();
+  }
+  return p;
+}
+
+size_t dnnl_primitive_cache_size() {
+  PrimitiveCache& c = primitive_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.lru.size();
+}
+
+dnnl::primitive_attr dnnl_default_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+namespace {
+// A growing 64-byte aligned buffer, one per thread.
+struct ScratchBuffer {
+  void* ptr = nullptr;
+  size_t size = 0;
+  ~ScratchBuffer() { std::free(ptr); }
+  void* get(size_t n) {
+    if (n > size) {
+      std::free(ptr);
+      size_t rounded = (n + 63) / 64 * 64;
+      ptr = std::aligned_alloc(64, rounded);
+      LATHE_CHECK(ptr != nullptr, "[dnnl] out of memory allocating a ", n, "-byte scratchpad");
+      size = rounded;
+    }
+    return ptr;
+  }
+};
+}  // namespace
+
+void dnnl_execute(const DnnlPrimitive& p, std::unordered_map<int, dnnl::memory> args) {
+  thread_local ScratchBuffer scratch;
+  dnnl::memory::desc sd = p.pd.scratchpad_desc();
+  size_t n = sd.get_size();
+  if (n > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, dnnl_engine(), scratch.get(n)));
+  dnnl_prepare_threads();
+  p.prim.execute(dnnl_stream(), args);
+  dnnl_stream().wait();
+}
+
+// ---- reordered-weight cache ----
+
+namespace {
+constexpr size_t kWeightCacheCapacity = 512;
+
+struct WeightEntry {
+  std::weak_ptr<Storage> storage;
+  const Storage* storage_ptr = nullptr;
+  int64_t offset = 0;
+  uint64_t version = 0;
+  std::vector<int64_t> sizes, strides;
+  dnnl::memory::desc user_md, target_md;
+  std::shared_ptr<void> buffer;
+  dnnl::memory mem;
+  uint64_t last_use = 0;
+};
+
+struct WeightCache {
+  std::mutex mu;
+  std::vector<WeightEntry> entries;
+  uint64_t clock = 0;
+  uint64_t reorders = 0;
+};
+
+WeightCache& weight_cache() {
+  static WeightCache* c = new WeightCache();
+  return *c;
+}
+}  // namespace
+
+DnnlWeight dnnl_cached_weight(const Tensor& weight, const dnnl::memory::desc& user_md,
+                              const dnnl::memory::desc& target_md) {
+  if (user_md == target_md) return {dnnl_mem(user_md, weight), weight.impl().storage};
+  const std::shared_ptr<Storage>& storage = weight.impl().storage;
+  const uint64_t version = storage->version();
+  const auto sizes = weight.shape();
+  const auto strides = weight.int_strides();
+  WeightCache& c = weight_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (WeightEntry& e : c.entries) {
+      if (e.storage_ptr == storage.get() && e.offset == weight.storage_offset() &&
+          e.version == version && e.sizes == sizes && e.strides == strides &&
+          e.target_md == target_md && e.storage.lock() == storage) {
+        e.last_use = ++c.clock;
+        return {e.mem, e.buffer};
+      }
+    }
+  }
+  // Reorder outside the lock.
+  WeightEntry e;
+  e.storage = storage;
+  e.storage_ptr = storage.get();
+  e.offset = weight.storage_offset();
+  e.version = version;
+  e.sizes = sizes;
+  e.strides = strides;
+  e.user_md = user_md;
+  e.target_md = target_md;
+  size_t bytes = (target_md.get_size() + 63) / 64 * 64;
+  e.buffer = std::shared_ptr<void>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)), std::free);
+  LATHE_CHECK(e.buffer != nullptr, "[dnnl] out of memory reordering a weight of ", bytes, " bytes");
+  e.mem = dnnl::memory(target_md, dnnl_engine(), e.buffer.get());
+  dnnl::memory src = dnnl_mem(user_md, weight);
+  dnnl_prepare_threads();
+  dnnl::reorder(src, e.mem).execute(dnnl_stream(), src, e.mem);
+  dnnl_stream().wait();
+
+  std::lock_guard<std::mutex> lock(c.mu);
+  ++c.reorders;
+  for (WeightEntry& x : c.entries) {  // another thread may have inserted it meanwhile
+    if (x.storage_ptr == e.storage_ptr && x.offset == e.offset && x.version == version &&
+        x.sizes == sizes && x.strides == strides && x.target_md == target_md) {
+      x.last_use = ++c.clock;
+      return {x.mem, x.buffer};
+    }
+  }
+  e.last_use = ++c.clock;
+  // Drop entries whose storage is gone, and older versions of this same weight.
+  std::erase_if(c.entries, [&](const WeightEntry& x) {
+    if (x.storage.expired()) return true;
+    return x.storage_ptr == e.storage_ptr && x.offset == e.offset && x.version != version &&
+           x.sizes == sizes && x.strides == strides;
+  });
+  DnnlWeight result{e.mem, e.buffer};
+  c.entries.push_back(std::move(e));
+  if (c.entries.size() > kWeightCacheCapacity) {
+    auto oldest = std::min_element(
+        c.entries.begin(), c.entries.end(),
+        [](const WeightEntry& a, const WeightEntry& b) { return a.last_use < b.last_use; });
+    c.entries.erase(oldest);
+  }
+  return result;
+}
+
+size_t dnnl_weight_cache_size() {
+  WeightCache& c = weight_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::erase_if(c.entries, [](const WeightEntry& x) { return x.storage.expired(); });
+  return c.entries.size();
+}
+
+uint64_t dnnl_weight_reorder_count() {
+  WeightCache& c = weight_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.reorders;
+}
+
+void dnnl_clear_caches() {
+  {
+    PrimitiveCache& c = primitive_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.lru.clear();
+    c.index.clear();
+  }
+  WeightCache& w = weight_cache();
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.entries.clear();
+}
+
+// ---- strided copies ----
+
+namespace {
+template <class T>
+void copy_typed(const Tensor& dst, const Tensor& src) {
+  auto sz = dst.shape();
+  auto ds = dst.int_strides();
+  auto ss = src.int_strides();
+  const int64_t n = static_cast<int64_t>(sz.size());
+  T* dp = static_cast<T*>(dst.raw_data());
+  const T* sp = static_cast<const T*>(src.raw_data());
+  if (n == 0) {
+    *dp = *sp;
+    return;
+  }
+  // Iterate with the destination's innermost (smallest stride) dim inside, so writes stream.
+  int64_t inner = n - 1;
+  for (int64_t d = 0; d < n; ++d)
+    if (sz[d] > 1 && (sz[inner] <= 1 || ds[d] < ds[inner])) inner = d;
+  std::vector<int64_t> outer_dims;
+  for (int64_t d = 0; d < n; ++d)
+    if (d != inner) outer_dims.push_back(d);
+  int64_t outer = 1;
+  for (int64_t d : outer_dims) outer *= sz[d];
+  const int64_t len = sz[inner], dsi = ds[inner], ssi = ss[inner];
+  const int nt = lathe::num_threads();
+#pragma omp parallel for num_threads(nt) if (outer * len > kParallelGrain)
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rem = o, doff = 0, soff = 0;
+    for (int64_t k = static_cast<int64_t>(outer_dims.size()) - 1; k >= 0; --k) {
+      int64_t d = outer_dims[k];
+      int64_t i = rem % sz[d];
+      rem /= sz[d];
+      doff += i * ds[d];
+      soff += i * ss[d];
+    }
+    T* dq = dp + doff;
+    const T* sq = sp + soff;
+    if (dsi == 1 && ssi == 1) {
+      std::memcpy(dq, sq, static_cast<size_t>(len) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < len; ++i) dq[i * dsi] = sq[i * ssi];
+    }
+  }
+}
+}  // namespace
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  LATHE_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "[copy] ",
+              dst.shape_string(), " <- ", src.shape_string(), ": sizes and dtype must match");
+  if (dst.numel() == 0) return;
+  LATHE_DISPATCH_ALL(dst.dtype(), "copy", [&] { copy_typed<scalar_t>(dst, src); });
+}
+
+Tensor to_contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor out = empty(t.sizes(), t.dtype());
+  copy_into(out, t);
+  return out;
+}
+
+Tensor to_channels_last_copy(const Tensor& t) {
+  LATHE_CHECK(t.dim() == 4, "[channels_last] needs a 4-d tensor, got ", t.shape_string());
+  if (t.is_channels_last()) return t;
+  Tensor out = empty_strided(t.sizes(), channels_last_strides(t.sizes()), t.dtype());
+  copy_into(out, t);
+  return out;
+}
+
+}  // namespace lathe::detail
+
+namespace lathe {
+// Until the copy ops land in main, Tensor::contiguous() (used by reshape) has no definition and
+// nothing links; this weak fallback yields to the real definition as soon as it exists.
+__attribute__((weak)) Tensor Tensor::contiguous() const { return detail::to_contiguous(*this); }
+}  // namespace lathe

@@ -1,0 +1,132 @@
+#include "lathe/kernels/dnnl_conv.h"
+
+#include "lathe/core/threads.h"
+#include "lathe/kernels/dnnl_common.h"
+
+namespace lathe::detail {
+namespace {
+
+using dnnl::memory;
+
+// The weight as oneDNN sees it: [O,I,KH,KW], or [G,O/G,I,KH,KW] when grouped, with its strides.
+memory::desc user_weight_md(const Tensor& w, int64_t groups) {
+  auto sz = w.shape();
+  auto st = w.int_strides();
+  if (groups == 1) return dnnl_md(sz, st, w.dtype());
+  return dnnl_md({groups, sz[0] / groups, sz[1], sz[2], sz[3]},
+                 {st[0] * (sz[0] / groups), st[0], st[1], st[2], st[3]}, w.dtype());
+}
+
+std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::desc& dst,
+                                         const Tensor& w, bool with_bias, const Conv2dParams& p) {
+  auto sz = w.shape();
+  memory::dims wdims = p.groups == 1
+                           ? memory::dims{sz[0], sz[1], sz[2], sz[3]}
+                           : memory::dims{p.groups, sz[0] / p.groups, sz[1], sz[2], sz[3]};
+  memory::desc wany(wdims, memory::data_type::f32, memory::format_tag::any);
+  memory::desc bias_md = with_bias
+                             ? memory::desc({sz[0]}, memory::data_type::f32, memory::format_tag::a)
+                             : memory::desc();
+  dnnl::convolution_forward::desc d(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, wany, bias_md,
+      dst, {p.stride[0], p.stride[1]}, {p.dilation[0] - 1, p.dilation[1] - 1},
+      {p.padding[0], p.padding[1]}, {p.padding[0], p.padding[1]});
+  try {
+    dnnl::convolution_forward::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
+    auto r = std::make_shared<DnnlPrimitive>();
+    r->pd = pd;
+    r->prim = dnnl::convolution_forward(pd);
+    r->impl = pd.impl_info_str();
+    return r;
+  } catch (const dnnl::error& e) {
+    throw Error(str("[conv2d] oneDNN could not create a convolution for weight ", w.shape_string(),
+                    ": ", e.what()));
+  }
+}
+
+void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
+                 const Conv2dParams& p, const Tensor& out) {
+  // Channels-last activations run oneDNN's brgconv kernels with no reorder; anything else is
+  // copied to channels-last first (one streaming copy is far cheaper than the NCHW kernels).
+  Tensor x = to_channels_last_copy(x_in);
+  // Permuted weights are read in place by the reorder; broadcast (stride-0) ones are copied.
+  Tensor w = w_in.is_non_overlapping_and_dense() ? w_in : to_contiguous(w_in);
+  Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
+  memory::desc src_md = dnnl_md(x, true);
+  memory::desc dst_md = dnnl_md(out, out.is_channels_last());
+  memory::desc wuser_md = user_weight_md(w, p.groups);
+
+  DnnlKey key;
+  key.add(1).add(x.shape()).add(out.int_strides()).add(x.int_strides()).add(w.shape());
+  key.add(p.groups).add(bias.defined() ? 1 : 0);
+  for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
+  key.add(dnnl_prepare_threads());
+  auto prim =
+      dnnl_cached_primitive(key, [&] { return make_conv(src_md, dst_md, w, bias.defined(), p); });
+
+  DnnlWeight wmem = dnnl_cached_weight(w, wuser_md, prim->pd.weights_desc());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(src_md, x)},
+                                       {DNNL_ARG_WEIGHTS, wmem.mem},
+                                       {DNNL_ARG_DST, dnnl_mem(dst_md, out)}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(dnnl_md(bias), bias));
+  dnnl_execute(*prim, std::move(args));
+}
+
+// Direct loop (f64 references): correctness only.
+template <class T>
+void conv2d_direct(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
+                   const Tensor& out) {
+  auto xs = x.shape(), xt = x.int_strides();
+  auto ws = w.shape(), wt = w.int_strides();
+  auto os = out.shape(), ot = out.int_strides();
+  const int64_t N = xs[0], H = xs[2], W = xs[3];
+  const int64_t O = ws[0], Cg = ws[1], KH = ws[2], KW = ws[3];
+  const int64_t OH = os[2], OW = os[3];
+  const int64_t Og = O / p.groups;
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = static_cast<const T*>(w.raw_data());
+  const T* bp = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
+  const int64_t bst = bias.defined() ? bias.int_strides()[0] : 0;
+  T* op = static_cast<T*>(out.raw_data());
+  const int nt = lathe::num_threads();
+#pragma omp parallel for collapse(2) num_threads(nt)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t o = 0; o < O; ++o) {
+      const int64_t g = o / Og;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          T acc = bp ? bp[o * bst] : T(0);
+          for (int64_t c = 0; c < Cg; ++c) {
+            const int64_t ci = g * Cg + c;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+              if (ih < 0 || ih >= H) continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                if (iw < 0 || iw >= W) continue;
+                acc += xp[n * xt[0] + ci * xt[1] + ih * xt[2] + iw * xt[3]] *
+                       wp[o * wt[0] + c * wt[1] + kh * wt[2] + kw * wt[3]];
+              }
+            }
+          }
+          op[n * ot[0] + o * ot[1] + oh * ot[2] + ow * ot[3]] = acc;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
+                    const Tensor& out) {
+  if (out.numel() == 0) return;
+  if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
+    conv2d_dnnl(x, w, bias, p, out);
+  } else {
+    LATHE_DISPATCH_FLOATING(x.dtype(), "conv2d",
+                            [&] { conv2d_direct<scalar_t>(x, w, bias, p, out); });
+  }
+}
+
+}  // namespace lathe::detail

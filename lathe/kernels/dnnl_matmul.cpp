@@ -1,0 +1,215 @@
+#include "lathe/kernels/dnnl_matmul.h"
+
+#include <cstring>
+
+#include "lathe/core/threads.h"
+#include "lathe/kernels/dnnl_common.h"
+
+namespace lathe::detail {
+namespace {
+
+using dnnl::memory;
+
+// A view of t with the batch dims of `out` (stride 0 where t broadcasts), keeping t's last two.
+Tensor expand_batch(const Tensor& t, const Tensor& out) {
+  auto sz = t.shape();
+  auto st = t.int_strides();
+  const int64_t r = t.dim();
+  Shape nsz(r), nst(r);
+  for (int64_t d = 0; d < r; ++d) {
+    bool batch = d < r - 2;
+    int64_t want = batch ? out.shape()[d] : sz[d];
+    nsz[d] = want;
+    nst[d] = (batch && sz[d] != want) ? 0 : st[d];
+  }
+  return make_view(t, nsz, nst, t.storage_offset());
+}
+
+// True when oneDNN's matmul kernels can read the last two dims in place: one of them must have
+// unit stride (row-major or transposed).
+bool gemm_readable(const Tensor& t) {
+  auto sz = t.shape();
+  auto st = t.int_strides();
+  const int64_t r = t.dim();
+  const int64_t rows = sz[r - 2], cols = sz[r - 1];
+  const int64_t srow = st[r - 2], scol = st[r - 1];
+  if (cols == 1 || scol == 1) return rows == 1 || srow >= cols;
+  if (rows == 1 || srow == 1) return scol >= rows;
+  return false;
+}
+
+// The oneDNN view of a matmul operand: batch dims with stride 0 (broadcast) become size 1.
+memory::desc operand_md(const Tensor& t) {
+  auto sz = t.shape();
+  auto st = t.int_strides();
+  for (int64_t d = 0; d + 2 < t.dim(); ++d) {
+    if (st[d] == 0) sz[d] = 1;
+  }
+  return dnnl_md(sz, st, t.dtype());
+}
+
+std::shared_ptr<DnnlPrimitive> make_matmul(const memory::desc& a, const memory::desc& b,
+                                           const memory::desc& bias, const memory::desc& dst) {
+  try {
+    dnnl::matmul::desc d(a, b, bias, dst);
+    dnnl::matmul::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
+    auto r = std::make_shared<DnnlPrimitive>();
+    r->pd = pd;
+    r->prim = dnnl::matmul(pd);
+    r->impl = pd.impl_info_str();
+    return r;
+  } catch (const dnnl::error&) {
+    return nullptr;  // unsupported layout: the caller copies and retries
+  }
+}
+
+bool is_reference_impl(const std::shared_ptr<const DnnlPrimitive>& p) {
+  return !p || p->impl.find("ref") != std::string::npos;
+}
+
+// Runs a @ b -> out with oneDNN; returns false when only oneDNN's reference kernel (or none)
+// accepts these layouts.
+bool try_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accept_reference) {
+  memory::desc a_md = operand_md(a), b_md = operand_md(b), o_md = dnnl_md(out);
+  DnnlKey key;
+  key.add(2).add(a.shape()).add(a.int_strides()).add(b.shape()).add(b.int_strides());
+  key.add(out.shape()).add(out.int_strides()).add(dnnl_prepare_threads());
+  auto prim =
+      dnnl_cached_primitive(key, [&] { return make_matmul(a_md, b_md, memory::desc(), o_md); });
+  if (!prim || (!accept_reference && is_reference_impl(prim))) return false;
+  dnnl_execute(*prim, {{DNNL_ARG_SRC, dnnl_mem(a_md, a)},
+                       {DNNL_ARG_WEIGHTS, dnnl_mem(b_md, b)},
+                       {DNNL_ARG_DST, dnnl_mem(o_md, out)}});
+  return true;
+}
+
+void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  Tensor a = expand_batch(a_in, out), b = expand_batch(b_in, out);
+  if (gemm_readable(a) && gemm_readable(b) && try_matmul(a, b, out, false)) return;
+  // Dense row-major operands with the batch flattened always run the optimized kernels.
+  const int64_t r = out.dim();
+  int64_t batch = 1;
+  for (int64_t d = 0; d + 2 < r; ++d) batch *= out.shape()[d];
+  auto flat = [&](const Tensor& t) {
+    Tensor c = to_contiguous(t);
+    Shape s{batch, t.shape()[r - 2], t.shape()[r - 1]};
+    return make_view(c, s, contiguous_strides(s), c.storage_offset());
+  };
+  Tensor out_c = out.is_contiguous() ? out : empty(out.sizes(), out.dtype());
+  Shape os{batch, out.shape()[r - 2], out.shape()[r - 1]};
+  Tensor o3 = make_view(out_c, os, contiguous_strides(os), out_c.storage_offset());
+  if (!try_matmul(flat(a), flat(b), o3, true)) {
+    throw Error(str("[matmul] oneDNN rejected ", a.shape_string(), " @ ", b.shape_string()));
+  }
+  if (!out_c.is_same(out)) copy_into(out, out_c);
+}
+
+template <class T>
+void matmul_direct(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  Tensor a = expand_batch(a_in, out), b = expand_batch(b_in, out);
+  const int64_t r = out.dim();
+  auto os = out.shape(), ot = out.int_strides(), at = a.int_strides(), bt = b.int_strides();
+  const int64_t M = os[r - 2], N = os[r - 1], K = a.shape()[r - 1];
+  int64_t batch = 1;
+  for (int64_t d = 0; d + 2 < r; ++d) batch *= os[d];
+  const T* ap = static_cast<const T*>(a.raw_data());
+  const T* bp = static_cast<const T*>(b.raw_data());
+  T* op = static_cast<T*>(out.raw_data());
+  const int nt = lathe::num_threads();
+#pragma omp parallel for collapse(2) num_threads(nt)
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    for (int64_t i = 0; i < M; ++i) {
+      int64_t rem = bi, ao = 0, bo = 0, oo = 0;
+      for (int64_t d = r - 3; d >= 0; --d) {
+        int64_t idx = rem % os[d];
+        rem /= os[d];
+        ao += idx * at[d];
+        bo += idx * bt[d];
+        oo += idx * ot[d];
+      }
+      for (int64_t j = 0; j < N; ++j) {
+        T acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += ap[ao + i * at[r - 2] + k * at[r - 1]] * bp[bo + k * bt[r - 2] + j * bt[r - 1]];
+        op[oo + i * ot[r - 2] + j * ot[r - 1]] = acc;
+      }
+    }
+  }
+}
+
+std::shared_ptr<DnnlPrimitive> make_linear(const memory::desc& x_md, int64_t K, int64_t N,
+                                           bool with_bias, const memory::desc& dst) {
+  memory::desc w_any({K, N}, memory::data_type::f32, memory::format_tag::any);
+  memory::desc bias_md = with_bias
+                             ? memory::desc({1, N}, memory::data_type::f32, memory::format_tag::ab)
+                             : memory::desc();
+  return make_matmul(x_md, w_any, bias_md, dst);
+}
+
+void linear_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, const Tensor& out) {
+  Tensor x = gemm_readable(x_in) ? x_in : to_contiguous(x_in);
+  Tensor w = w_in.is_non_overlapping_and_dense() ? w_in : to_contiguous(w_in);
+  Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
+  const int64_t K = x.shape()[1], N = w.shape()[0];
+  memory::desc x_md = dnnl_md(x), o_md = dnnl_md(out);
+  // W^T described by strides: no transpose copy (and none at all once reordered and cached).
+  memory::desc wuser_md = dnnl_md({K, N}, {w.int_strides()[1], w.int_strides()[0]}, w.dtype());
+  DnnlKey key;
+  key.add(3).add(x.shape()).add(x.int_strides()).add(N).add(bias.defined() ? 1 : 0);
+  key.add(out.int_strides()).add(dnnl_prepare_threads());
+  auto prim =
+      dnnl_cached_primitive(key, [&] { return make_linear(x_md, K, N, bias.defined(), o_md); });
+  LATHE_CHECK(prim != nullptr, "[linear] oneDNN rejected x ", x.shape_string(), " weight ",
+              w.shape_string());
+  DnnlWeight wmem = dnnl_cached_weight(w, wuser_md, prim->pd.weights_desc());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(x_md, x)},
+                                       {DNNL_ARG_WEIGHTS, wmem.mem},
+                                       {DNNL_ARG_DST, dnnl_mem(o_md, out)}};
+  if (bias.defined()) {
+    memory::desc b_md({1, N}, memory::data_type::f32, memory::format_tag::ab);
+    args.emplace(DNNL_ARG_BIAS, dnnl_mem(b_md, bias));
+  }
+  dnnl_execute(*prim, std::move(args));
+}
+
+template <class T>
+void linear_direct(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  const int64_t M = x.shape()[0], K = x.shape()[1], N = w.shape()[0];
+  auto xt = x.int_strides(), wt = w.int_strides(), ot = out.int_strides();
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = static_cast<const T*>(w.raw_data());
+  const T* bp = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
+  const int64_t bst = bias.defined() ? bias.int_strides()[0] : 0;
+  T* op = static_cast<T*>(out.raw_data());
+  const int nt = lathe::num_threads();
+#pragma omp parallel for collapse(2) num_threads(nt)
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      T acc = bp ? bp[j * bst] : T(0);
+      for (int64_t k = 0; k < K; ++k) acc += xp[i * xt[0] + k * xt[1]] * wp[j * wt[0] + k * wt[1]];
+      op[i * ot[0] + j * ot[1]] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (out.numel() == 0) return;
+  if (a.dtype() == DType::f32 && a.numel() > 0 && b.numel() > 0) {
+    matmul_dnnl(a, b, out);
+  } else {
+    LATHE_DISPATCH_FLOATING(a.dtype(), "matmul", [&] { matmul_direct<scalar_t>(a, b, out); });
+  }
+}
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  if (out.numel() == 0) return;
+  if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
+    linear_dnnl(x, w, bias, out);
+  } else {
+    LATHE_DISPATCH_FLOATING(x.dtype(), "linear", [&] { linear_direct<scalar_t>(x, w, bias, out); });
+  }
+}
+
+}  // namespace lathe::detail

@@ -1,0 +1,16 @@
+// Matrix products: oneDNN matmul for f32 (operands described by their strides, so transposed
+// views need no copy; linear weights reordered once and cached), direct loops for f64.
+#pragma once
+
+#include "lathe/core/tensor.h"
+
+namespace lathe::detail {
+
+// out[batch..., M, N] = a[batch..., M, K] @ b[batch..., K, N]. a, b and out have the same rank
+// (>= 2); each batch dim of a and b equals out's or is 1 (broadcast). out is preallocated.
+void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// out[M, N] = x[M, K] @ w[N, K]^T + bias[N] (bias may be undefined). out is preallocated.
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out);
+
+}  // namespace lathe::detail
