@@ -510,6 +510,8 @@ def conv_cases(o: Oracle):
     conv("stem_7x7", lambda: n(randn(1, 3, 32, 32)), lambda: randn(16, 3, 7, 7), None,
          stride=(2, 2), padding=(3, 3))
     conv("batch0", lambda: n(randn(0, 3, 5, 5)), lambda: randn(4, 3, 3, 3), lambda: randn(4))
+    conv("unbatched_3d", lambda: n(randn(3, 6, 6)), lambda: randn(4, 3, 3, 3), lambda: randn(4),
+         padding=(1, 1))
     # Weight as a view too (e.g. a sliced parameter).
     o.case("conv2d_weight_nc", "conv2d",
            lambda: [n(randn(1, 4, 6, 6)), tr([5, 4, 3, 3], 0, 1), n(randn(5))],
@@ -533,6 +535,7 @@ def pool_cases(o: Oracle):
     mp("channels_last", lambda: cl([2, 4, 8, 8]), (3, 3), (2, 2), (1, 1))
     mp("transposed", lambda: tr([1, 3, 6, 8]), (2, 2))
     mp("size1", lambda: n(randn(1, 1, 1, 1)), (1, 1))
+    mp("unbatched_3d", lambda: n(randn(3, 6, 6)), (2, 2))
 
     def ap(tag, x, kernel, stride=None, padding=(0, 0), ceil_mode=False, cip=True):
         attrs = {"kernel": list(kernel), "stride": list(stride or []), "padding": list(padding),
@@ -550,6 +553,7 @@ def pool_cases(o: Oracle):
     ap("rect", lambda: n(randn(1, 2, 6, 9)), (2, 3), (1, 2), (1, 1))
     ap("channels_last", lambda: cl([2, 4, 6, 6]), (2, 2))
     ap("sliced", lambda: sl([1, 3, 6, 6], 2), (3, 3), (1, 1), (1, 1), cip=False)
+    ap("unbatched_3d", lambda: n(randn(3, 6, 6)), (2, 2))
 
     def aap(tag, x, size):
         o.case(f"adaptive_avg_pool2d_{tag}", "adaptive_avg_pool2d", lambda: [x()],
@@ -562,6 +566,7 @@ def pool_cases(o: Oracle):
     aap("identity", lambda: n(randn(1, 2, 6, 6)), (6, 6))
     aap("channels_last", lambda: cl([2, 8, 7, 7]), (1, 1))
     aap("transposed", lambda: tr([1, 3, 9, 6]), (2, 2))
+    aap("unbatched_3d", lambda: n(randn(3, 7, 7)), (1, 1))
 
 
 def norm_cases(o: Oracle):

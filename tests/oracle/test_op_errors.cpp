@@ -147,7 +147,11 @@ TEST(OpErrors, Pooling) {
         lathe::max_pool2d(rnd({1, 1, 8, 8}), {2, 2}, {2, 2}, {2, 2});
       },
       {"[max_pool2d]"});
-  expect_error([&] { lathe::avg_pool2d(rnd({2, 4, 4}), {2, 2}); }, {"[avg_pool2d]", "[2,4,4]"});
+  expect_error(
+      [&] {
+        lathe::avg_pool2d(rnd({1, 2, 2, 4, 4}), {2, 2});
+      },
+      {"[avg_pool2d]", "[1,2,2,4,4]"});
   expect_error(
       [&] {
         lathe::adaptive_avg_pool2d(rnd({4, 4}), {1, 1});
