@@ -97,8 +97,14 @@ TEST(OpErrors, LinearShapes) {
 
 TEST(OpErrors, Conv2d) {
   REQUIRE_LINKED(decltype(&lathe::conv2d), lathe::conv2d);
-  // Wrong rank.
-  expect_error([&] { lathe::conv2d(rnd({3, 8, 8}), rnd({4, 3, 3, 3})); }, {"[conv2d]", "[3,8,8]"});
+  // Wrong rank (torch takes 4-d, or 3-d unbatched).
+  expect_error([&] { lathe::conv2d(rnd({8, 8}), rnd({4, 3, 3, 3})); }, {"[conv2d]", "[8,8]"});
+  expect_error(
+      [&] {
+        lathe::conv2d(rnd({1, 1, 3, 8, 8}), rnd({4, 3, 3, 3}));
+      },
+      {"[conv2d]", "[1,1,3,8,8]"});
+  expect_error([&] { lathe::conv2d(rnd({1, 3, 8, 8}), rnd({4, 3, 3})); }, {"[conv2d]", "[4,3,3]"});
   // Channel mismatch.
   expect_error(
       [&] {
