@@ -135,7 +135,7 @@ class Oracle:
     def __init__(self):
         self.tensors: dict[str, torch.Tensor] = {}
         self.cases: list[dict] = []
-        self._pending = None
+        self.fns: dict[str, tuple] = {}  # name -> (torch fn, inplace), for test_gen_ops.py
 
     def seed(self, name: str):
         torch.manual_seed(zlib.crc32(name.encode()))
@@ -189,6 +189,7 @@ class Oracle:
         if extra:
             desc.update(extra)
         self.cases.append(desc)
+        self.fns[name] = (fn, inplace)
 
 
 def scalar_value(attrs):
