@@ -1,6 +1,7 @@
 #include "lathe/sym/guard_program.h"
 
 #include <algorithm>
+#include <bit>
 #include <sstream>
 
 #include "lathe/sym/int_math.h"
@@ -44,25 +45,21 @@ ExprKind flip(ExprKind rel) {
 
 }  // namespace
 
+// Reads one source; false when the slot, the dim or the kind of argument does not match.
 template <typename Ref>
 static inline bool read_ref(const Ref& r, std::span<const ArgView> in, int64_t* out) noexcept {
-  if (static_cast<size_t>(r.arg) >= in.size()) return false;
+  if (static_cast<size_t>(static_cast<uint32_t>(r.arg)) >= in.size()) [[unlikely]]
+    return false;
   const ArgView& a = in[r.arg];
-  switch (r.kind) {
-    case Source::Kind::kSize:
-      if (r.dim >= a.rank || a.sizes == nullptr) return false;
-      *out = a.sizes[r.dim];
-      return true;
-    case Source::Kind::kStride:
-      if (r.dim >= a.rank || a.strides == nullptr) return false;
-      *out = a.strides[r.dim];
-      return true;
-    case Source::Kind::kScalar:
-      if (a.rank != -1) return false;
-      *out = a.scalar;
-      return true;
+  if (r.kind == Source::Kind::kScalar) {
+    *out = a.scalar;
+    return a.rank == -1;
   }
-  return false;
+  const int64_t* base = r.kind == Source::Kind::kSize ? a.sizes : a.strides;
+  if (r.dim >= a.rank || base == nullptr) [[unlikely]]
+    return false;
+  *out = base[r.dim];
+  return true;
 }
 
 GuardCheck GuardProgram::check(std::span<const ArgView> inputs) const noexcept {
@@ -91,8 +88,11 @@ GuardCheck GuardProgram::check(std::span<const ArgView> inputs) const noexcept {
       case Op::kModEqConst:
         ok = read_ref(c.a, inputs, &x) && detail::try_mod(x, c.lo, &y) && y == c.hi;
         break;
+      case Op::kMaskEqConst:
+        ok = read_ref(c.a, inputs, &x) && (x & c.lo) == c.hi;
+        break;
       case Op::kExpr:
-        ok = eval(c.lhs, inputs, &x) && eval(c.rhs, inputs, &y) && holds(c.rel, x, y);
+        ok = eval(c, inputs, &x, &y) && holds(c.rel, x, y);
         break;
     }
     if (!ok) [[unlikely]]
@@ -101,40 +101,68 @@ GuardCheck GuardProgram::check(std::span<const ArgView> inputs) const noexcept {
   return GuardCheck{};
 }
 
-bool GuardProgram::eval(int32_t i, std::span<const ArgView> in, int64_t* out) const noexcept {
-  const Node& n = nodes_[i];
-  if (n.op == NodeOp::kConst) {
-    *out = n.value;
-    return true;
+bool GuardProgram::eval(const Code& c, std::span<const ArgView> in, int64_t* x,
+                        int64_t* y) const noexcept {
+  // The top of the stack lives in a register; the rest in a fixed array (depth <= kMaxStack).
+  int64_t stack[kMaxStack];
+  int sp = 0;
+  int64_t top = 0;
+  const Node* n = nodes_.data() + c.lhs;
+  const Node* end = nodes_.data() + c.rhs;
+  for (; n != end; ++n) {
+    int64_t v;
+    switch (n->op) {
+      case NodeOp::kConst:
+        stack[sp++] = top;
+        top = n->value;
+        continue;
+      case NodeOp::kSource:
+        if (!read_ref(n->src, in, &v)) return false;
+        stack[sp++] = top;
+        top = v;
+        continue;
+      default:
+        break;
+    }
+    int64_t a = stack[--sp];
+    bool ok = true;
+    switch (n->op) {
+      case NodeOp::kAdd:
+        ok = detail::try_add(a, top, &top);
+        break;
+      case NodeOp::kMul:
+        ok = detail::try_mul(a, top, &top);
+        break;
+      case NodeOp::kFloorDiv:
+        ok = detail::try_floordiv(a, top, &top);
+        break;
+      case NodeOp::kCeilDiv:
+        ok = detail::try_ceildiv(a, top, &top);
+        break;
+      case NodeOp::kMod:
+        ok = detail::try_mod(a, top, &top);
+        break;
+      case NodeOp::kMin:
+        top = std::min(a, top);
+        break;
+      case NodeOp::kMax:
+        top = std::max(a, top);
+        break;
+      case NodeOp::kAndMask:
+        top = a & top;
+        break;
+      case NodeOp::kShiftRight:
+        top = a >> top;
+        break;
+      default:
+        ok = false;
+    }
+    if (!ok) return false;
   }
-  if (n.op == NodeOp::kSource) return read_ref(n.src, in, out);
-  int64_t a, b;
-  if (!eval(n.a, in, &a) || !eval(n.b, in, &b)) return false;
-  switch (n.op) {
-    case NodeOp::kAdd:
-      return detail::try_add(a, b, out);
-    case NodeOp::kMul:
-      return detail::try_mul(a, b, out);
-    case NodeOp::kFloorDiv:
-      return detail::try_floordiv(a, b, out);
-    case NodeOp::kCeilDiv:
-      return detail::try_ceildiv(a, b, out);
-    case NodeOp::kMod:
-      return detail::try_mod(a, b, out);
-    case NodeOp::kMin:
-      *out = std::min(a, b);
-      return true;
-    case NodeOp::kMax:
-      *out = std::max(a, b);
-      return true;
-    default:
-      return false;
-  }
-}
-
-int32_t GuardProgram::push(Node n) {
-  nodes_.push_back(n);
-  return static_cast<int32_t>(nodes_.size()) - 1;
+  // Two values were pushed above the initial (unused) slot 0.
+  *x = stack[1];
+  *y = top;
+  return true;
 }
 
 void GuardProgram::note_read(const Source& s) {
@@ -142,67 +170,97 @@ void GuardProgram::note_read(const Source& s) {
     pending_reads_.push_back(s);
 }
 
-int32_t GuardProgram::compile(const Expr* e, const SourceOf& source_of) {
-  auto binary = [&](NodeOp op, int32_t a, int32_t b) {
-    Node n = make_node(op);
-    n.a = a;
-    n.b = b;
-    return push(n);
-  };
+int GuardProgram::compile(const Expr* e, const SourceOf& source_of) {
   auto constant = [&](int64_t v) {
     Node n = make_node(NodeOp::kConst);
     n.value = v;
-    return push(n);
+    push(n);
   };
   switch (e->kind()) {
     case ExprKind::kInt:
-      return constant(e->value());
+      constant(e->value());
+      return 1;
     case ExprKind::kSymbol: {
       Source s = source_of(e);
       note_read(s);
       Node n = make_node(NodeOp::kSource);
       n.src = ref(s);
-      return push(n);
+      push(n);
+      return 1;
     }
     case ExprKind::kAdd: {
-      int32_t acc = e->value() != 0 ? constant(e->value()) : -1;
-      for (size_t i = 0; i < e->args().size(); ++i) {
-        int32_t t = compile(e->arg(i), source_of);
-        if (e->coeffs()[i] != 1) t = binary(NodeOp::kMul, constant(e->coeffs()[i]), t);
-        acc = acc < 0 ? t : binary(NodeOp::kAdd, acc, t);
+      // value + c0*m0 + c1*m1 ...: the running sum stays on the stack below each term.
+      bool first = true;
+      int depth = 1;
+      if (e->value() != 0) {
+        constant(e->value());
+        first = false;
       }
-      return acc;
+      for (size_t i = 0; i < e->args().size(); ++i) {
+        int base = first ? 0 : 1;
+        int d = compile(e->arg(i), source_of);
+        if (e->coeffs()[i] != 1) {
+          constant(e->coeffs()[i]);
+          push_op(NodeOp::kMul);
+          d = std::max(d, 2);
+        }
+        depth = std::max(depth, base + d);
+        if (!first) push_op(NodeOp::kAdd);
+        first = false;
+      }
+      return depth;
     }
     case ExprKind::kMul: {
-      int32_t acc = -1;
+      bool first = true;
+      int depth = 1;
       for (size_t i = 0; i < e->args().size(); ++i) {
-        int32_t f = compile(e->arg(i), source_of);
-        for (int64_t k = 0; k < e->coeffs()[i]; ++k)
-          acc = acc < 0 ? f : binary(NodeOp::kMul, acc, f);
+        for (int64_t k = 0; k < e->coeffs()[i]; ++k) {
+          int d = compile(e->arg(i), source_of);
+          depth = std::max(depth, (first ? 0 : 1) + d);
+          if (!first) push_op(NodeOp::kMul);
+          first = false;
+        }
       }
-      return acc;
+      return depth;
     }
     case ExprKind::kFloorDiv:
     case ExprKind::kCeilDiv:
-    case ExprKind::kMod: {
-      NodeOp op = e->kind() == ExprKind::kFloorDiv  ? NodeOp::kFloorDiv
-                  : e->kind() == ExprKind::kCeilDiv ? NodeOp::kCeilDiv
-                                                    : NodeOp::kMod;
-      int32_t a = compile(e->arg(0), source_of);
-      return binary(op, a, compile(e->arg(1), source_of));
-    }
+    case ExprKind::kMod:
     case ExprKind::kMin:
     case ExprKind::kMax: {
-      int32_t acc = compile(e->arg(0), source_of);
-      for (size_t i = 1; i < e->args().size(); ++i) {
-        acc = binary(e->kind() == ExprKind::kMin ? NodeOp::kMin : NodeOp::kMax, acc,
-                     compile(e->arg(i), source_of));
+      NodeOp op = e->kind() == ExprKind::kFloorDiv  ? NodeOp::kFloorDiv
+                  : e->kind() == ExprKind::kCeilDiv ? NodeOp::kCeilDiv
+                  : e->kind() == ExprKind::kMod     ? NodeOp::kMod
+                  : e->kind() == ExprKind::kMin     ? NodeOp::kMin
+                                                    : NodeOp::kMax;
+      int64_t k = e->arg(1)->is_int() ? e->arg(1)->value() : 0;
+      if ((op == NodeOp::kMod || op == NodeOp::kFloorDiv) && k > 0 && (k & (k - 1)) == 0) {
+        // Two's complement makes & and >> exactly Python's % and // by a power of two.
+        int depth = compile(e->arg(0), source_of);
+        constant(op == NodeOp::kMod ? k - 1 : std::countr_zero(static_cast<uint64_t>(k)));
+        push_op(op == NodeOp::kMod ? NodeOp::kAndMask : NodeOp::kShiftRight);
+        return std::max(depth, 2);
       }
-      return acc;
+      int depth = compile(e->arg(0), source_of);
+      for (size_t i = 1; i < e->args().size(); ++i) {
+        depth = std::max(depth, 1 + compile(e->arg(i), source_of));
+        push_op(op);
+      }
+      return depth;
     }
     default:
       throw SymError("[GuardProgram] cannot compile the condition " + sym::to_string(e) +
                      " as an integer expression");
+  }
+}
+
+void GuardProgram::finish_expr(Code& c, int depth, const std::string& text) {
+  c.rhs = static_cast<int32_t>(nodes_.size());
+  if (depth > kMaxStack) {
+    nodes_.resize(c.lhs);
+    pending_reads_.clear();
+    throw SymError("[GuardProgram] the guard " + text + " needs an evaluation stack of " +
+                   std::to_string(depth) + " values; the limit is " + std::to_string(kMaxStack));
   }
 }
 
@@ -260,11 +318,14 @@ void GuardProgram::add_equal_expr(const Source& a, const Expr* e, const SourceOf
                                   std::string reason) {
   note_read(a);
   Code c = make_code(Op::kExpr, ExprKind::kEq);
+  c.lhs = static_cast<int32_t>(nodes_.size());
   Node n = make_node(NodeOp::kSource);
   n.src = ref(a);
-  c.lhs = push(n);
-  c.rhs = compile(e, source_of);
-  add(c, a.to_string() + " == " + sym::to_string(e, source_printing(source_of)), std::move(reason));
+  push(n);
+  int depth = 1 + compile(e, source_of);
+  std::string text = a.to_string() + " == " + sym::to_string(e, source_printing(source_of));
+  finish_expr(c, depth, text);
+  add(c, std::move(text), std::move(reason));
 }
 
 void GuardProgram::add_condition(const Expr* rel, const SourceOf& source_of, std::string reason,
@@ -292,13 +353,20 @@ void GuardProgram::add_condition(const Expr* rel, const SourceOf& source_of, std
              l->arg(0)->is_symbol() && l->arg(1)->is_int() && r->is_int()) {
     Source s = source_of(l->arg(0));
     note_read(s);
+    int64_t k = l->arg(1)->value();
     c.op = Op::kModEqConst;
     c.a = ref(s);
-    c.lo = l->arg(1)->value();
+    c.lo = k;
     c.hi = r->value();
+    if (k > 0 && (k & (k - 1)) == 0) {
+      c.op = Op::kMaskEqConst;
+      c.lo = k - 1;
+    }
   } else {
-    c.lhs = compile(l, source_of);
-    c.rhs = compile(r, source_of);
+    c.lhs = static_cast<int32_t>(nodes_.size());
+    int depth = compile(l, source_of);
+    depth = std::max(depth, 1 + compile(r, source_of));
+    finish_expr(c, depth, text);
   }
   add(c, std::move(text), std::move(reason), std::move(origin));
 }

@@ -72,13 +72,14 @@ class GuardProgram {
 
  private:
   enum class Op : uint8_t {
-    kBind,        // the source can be read
-    kEqSources,   // a == b
-    kEqConst,     // a == lo
-    kRange,       // lo <= a <= hi
-    kCmpConst,    // a <rel> lo
-    kModEqConst,  // a % lo == hi
-    kExpr,        // node[lhs] <rel> node[rhs]
+    kBind,         // the source can be read
+    kEqSources,    // a == b
+    kEqConst,      // a == lo
+    kRange,        // lo <= a <= hi
+    kCmpConst,     // a <rel> lo
+    kModEqConst,   // a % lo == hi
+    kMaskEqConst,  // a & lo == hi: a % 2^k for a power-of-two divisor, without a division
+    kExpr,         // postfix nodes [lhs, rhs) push two values: first <rel> second
   };
   struct Ref {  // a compiled Source
     int32_t arg = 0;
@@ -101,14 +102,18 @@ class GuardProgram {
     kCeilDiv,
     kMod,
     kMin,
-    kMax
+    kMax,
+    kAndMask,    // a % 2^k as a & (2^k - 1): Python's % for a positive power of two
+    kShiftRight  // a // 2^k as a >> k: Python's // for a positive power of two
   };
+  // One postfix step: kConst and kSource push a value, the others pop two and push one.
   struct Node {
     NodeOp op = NodeOp::kConst;
     Ref src;
     int64_t value = 0;
-    int32_t a = -1, b = -1;
   };
+  // Postfix expressions evaluate on a fixed stack inside check(), so their depth is bounded.
+  static constexpr int kMaxStack = 64;
 
   static Ref ref(const Source& s) { return {s.arg(), s.dim(), s.kind()}; }
   static Code make_code(Op op, ExprKind rel) {
@@ -132,9 +137,12 @@ class GuardProgram {
     n.op = op;
     return n;
   }
-  int32_t compile(const Expr* e, const SourceOf& source_of);
-  int32_t push(Node n);
-  bool eval(int32_t node, std::span<const ArgView> inputs, int64_t* out) const noexcept;
+  // Appends e in postfix; returns the stack depth it needs.
+  int compile(const Expr* e, const SourceOf& source_of);
+  void push(Node n) { nodes_.push_back(n); }
+  void push_op(NodeOp op) { nodes_.push_back(make_node(op)); }
+  bool eval(const Code& c, std::span<const ArgView> inputs, int64_t* x, int64_t* y) const noexcept;
+  void finish_expr(Code& c, int depth, const std::string& text);
   void add(Code c, std::string text, std::string reason, std::string origin = {});
   void note_read(const Source& s);
 

@@ -124,11 +124,11 @@ SymInt ShapeEnv::create_symbol(int64_t hint, const Source& source, DimPolicy pol
   info(s).range_reason = range_reason;
   if (constraint != constraints_.end()) info(s).user_range = range;
   if (duck) duck_[hint] = s;
-  register_source(s,
-                  constraint != constraints_.end() ? "marked dynamic"
-                  : duck                           ? "dynamic dim (duck sized)"
-                                                   : "dynamic dim",
-                  false);
+  std::string why = constraint != constraints_.end() ? "marked dynamic"
+                    : scalar                         ? "dynamic scalar"
+                    : duck                           ? "dynamic dim (duck sized)"
+                                                     : "dynamic dim";
+  register_source(s, why, false);
   return SymInt::from_expr(s);
 }
 
