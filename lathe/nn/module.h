@@ -2,6 +2,7 @@
 // dotted names.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,9 +24,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // Recursively, "layer1.0.conv1.weight" style names, in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;  // persistent or not
   std::vector<Tensor> parameters() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const {
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;
   }
   // Every module in the tree with its dotted path ("" for this one), pre-order.
@@ -34,7 +35,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Parameters and persistent buffers by dotted name.
   std::map<std::string, Tensor> state_dict() const;
   // Copies values into the existing tensors (dtype converted, shapes must match). With strict,
-  // missing or unexpected keys are an error listing them.
+  // missing or unexpected keys are an error listing them. Shape mismatches are always an error.
+  // Nothing is copied when an error is thrown.
   void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = true);
 
   virtual void train(bool on = true);
@@ -65,19 +67,22 @@ class Module : public std::enable_shared_from_this<Module> {
     return m;
   }
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  // Throws unless `name` is a valid, unused attribute name of this module.
+  void check_new_name(const std::string& name, const char* what) const;
 
   bool training_ = true;
 
  private:
   void collect(const std::string& prefix, bool params, bool buffers, bool only_persistent,
                std::vector<std::pair<std::string, Tensor>>& out) const;
-  std::vector<std::pair<std::string, Tensor>> params_;
+  // Deques keep the references returned by register_*/param()/buffer() valid.
+  std::deque<std::pair<std::string, Tensor>> params_;
   struct Buffer {
     std::string name;
     Tensor t;
     bool persistent;
   };
-  std::vector<Buffer> buffers_;
+  std::deque<Buffer> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   uint64_t structure_version_ = 0;
 };
