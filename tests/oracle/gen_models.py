@@ -21,7 +21,8 @@ running_mean, running_var, num_batches_tracked).
 
 The io file's metadata records the model name, its build config (JSON), the input
 size and whether --small was used. --small keeps the CNNs' architecture but feeds
-64x64 images, and builds small bert / vit configs.
+64x64 images, and builds small bert / vit configs. Bert's attention mask always masks
+the second sample's last 3 tokens, so padding is exercised.
 
     python tests/oracle/gen_models.py --out DIR [--only NAME] [--small]
 """
@@ -64,7 +65,8 @@ def plan(name: str, small: bool) -> tuple[dict, dict]:
     return {}, ({"image_size": SMALL_IMAGE} if small else {})
 
 
-def randomize_batchnorm(model: nn.Module, calibration: tuple[torch.Tensor, ...], seed: int) -> None:
+def randomize_batchnorm(model: nn.Module, calibration: tuple[torch.Tensor, ...],
+                        seed: int) -> None:
     """Sets BatchNorm statistics to those of one calibration batch, then perturbs them and
     draws random affine parameters: activations stay in a realistic range (as with trained
     weights) while no statistic is at its default."""
@@ -108,7 +110,8 @@ def generate(name: str, out_dir: str, small: bool) -> dict[str, float]:
     torch.manual_seed(0)
     model = R.build(name, **cfg)
     inputs = make_inputs(name, cfg, input_args)
-    calibration = R.default_input(name, batch=BATCH, seed=name_seed(name) + 2, **input_args, **cfg)
+    calibration = R.default_input(name, batch=BATCH, seed=name_seed(name) + 2, **input_args,
+                                  **cfg)
     randomize_batchnorm(model, calibration, name_seed(name) + 1)
     model.eval()
     weights = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}

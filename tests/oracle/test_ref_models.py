@@ -254,3 +254,47 @@ def test_vit_alias_names_select_variant():
 def test_unknown_model_is_an_error():
     with pytest.raises(ValueError, match=r"\[ref_models\] unknown model"):
         R.build("resnet19")
+
+
+def test_gen_models_writes_reloadable_deterministic_data(tmp_path):
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    import gen_models as G
+
+    for run in ("a", "b"):
+        for name in ("resnet18", "bert"):
+            G.generate(name, str(tmp_path / run), small=True)
+    for name in ("resnet18", "bert"):
+        io = load_file(str(tmp_path / "a" / f"{name}.io.safetensors"))
+        weights = load_file(str(tmp_path / "a" / f"{name}.weights.safetensors"))
+        again = load_file(str(tmp_path / "b" / f"{name}.io.safetensors"))
+        assert io.keys() == again.keys() and all(torch.equal(io[k], again[k]) for k in io)
+        with safe_open(str(tmp_path / "a" / f"{name}.io.safetensors"), "pt") as f:
+            cfg = json.loads(f.metadata()["config"])
+        model = R.build(name, **cfg).eval()
+        model.load_state_dict(weights, strict=True)
+        inputs = [io[k] for k in sorted(io) if k.startswith("input.")]
+        with torch.no_grad():
+            outs = model(*inputs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for i, out in enumerate(outs):
+            torch.testing.assert_close(out, io[f"output.{i}"], rtol=0, atol=0)
+
+    io = load_file(str(tmp_path / "a" / "resnet18.io.safetensors"))
+    weights = load_file(str(tmp_path / "a" / "resnet18.weights.safetensors"))
+    assert io["input.0"].shape == (2, 3, 64, 64)
+    # BatchNorm is not at its defaults, and the train-mode forward moved its statistics.
+    assert not torch.equal(weights["bn1.running_var"], torch.ones(64))
+    assert not torch.allclose(io["train_output.0"], io["output.0"])
+    buffers = [k for k in weights if "running" in k or "num_batches" in k]
+    assert sorted(k for k in io if k.startswith("train_state.")) == sorted(
+        "train_state." + k for k in buffers)
+    assert io["train_state.bn1.num_batches_tracked"].item() == 1
+    assert not torch.equal(io["train_state.bn1.running_mean"], weights["bn1.running_mean"])
+
+    bert = load_file(str(tmp_path / "a" / "bert.io.safetensors"))
+    assert bert["input.1"][1, -3:].eq(0).all() and bert["input.1"][0].eq(1).all()
+    assert "train_output.0" not in bert
