@@ -152,13 +152,13 @@ BertModel::BertModel(BertConfig c) : c_(c) {
   register_module("encoder", make<BertEncoder>(layer_list));
   register_module("pooler", make<BertPooler>(c));
   // transformers' _init_weights with initializer_range 0.02.
-  for (auto& [name, m] : named_modules()) {
-    const std::string t = m->type_name();
+  apply([](const std::string&, Module& m) {
+    const std::string t = m.type_name();
     if (t == "Linear" || t == "Embedding") {
-      init::normal_(m->param("weight"), 0.0, 0.02);
-      if (t == "Linear") init::constant_(m->param("bias"), 0.0);
+      init::normal_(m.param("weight"), 0.0, 0.02);
+      if (t == "Linear") init::constant_(m.param("bias"), 0.0);
     }
-  }
+  });
   auto word = child("embeddings")->child("word_embeddings");
   if (c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size)
     init::constant_(word->param("weight").select(0, c.pad_token_id), 0.0);

@@ -13,8 +13,9 @@ namespace {
 
 // torchvision's init for MobileNetV2 / MNASNet convs and classifiers.
 void init_convs_fan_out(Module& root) {
-  for (auto& [name, m] : root.named_modules())
-    if (m->type_name() == "Conv2d") init::kaiming_normal_(m->param("weight"), 0.0, false);
+  root.apply([](const std::string&, Module& m) {
+    if (m.type_name() == "Conv2d") init::kaiming_normal_(m.param("weight"), 0.0, false);
+  });
 }
 
 }  // namespace

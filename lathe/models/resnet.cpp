@@ -63,8 +63,9 @@ ResNet::ResNet(bool bottleneck, std::vector<int64_t> layers, int64_t num_classes
   body_.push_back(register_module("avgpool", make<AdaptiveAvgPool2d>(std::vector<int64_t>{1, 1})));
   fc_ = register_module("fc", make<Linear>(512 * expansion, num_classes));
   // torchvision: kaiming_normal_(fan_out, relu) for convs; BatchNorm 1 / 0 (its default).
-  for (auto& [name, m] : named_modules())
-    if (m->type_name() == "Conv2d") init::kaiming_normal_(m->param("weight"), 0.0, false);
+  apply([](const std::string&, Module& m) {
+    if (m.type_name() == "Conv2d") init::kaiming_normal_(m.param("weight"), 0.0, false);
+  });
 }
 
 std::shared_ptr<Sequential> ResNet::make_layer(bool bottleneck, int64_t planes, int64_t blocks,

@@ -36,14 +36,14 @@ SqueezeNet::SqueezeNet(int64_t num_classes, double dropout) {
                                         make<Dropout>(dropout), final_conv, make<ReLU>(),
                                         make<AdaptiveAvgPool2d>(std::vector<int64_t>{1, 1})}));
   // torchvision: kaiming_uniform_ (a=0) on convs, N(0, 0.01) on the final conv, zero biases.
-  for (auto& [name, m] : named_modules()) {
-    if (m->type_name() != "Conv2d") continue;
-    if (m == final_conv)
-      init::normal_(m->param("weight"), 0.0, 0.01);
+  apply([&](const std::string&, Module& m) {
+    if (m.type_name() != "Conv2d") return;
+    if (&m == final_conv.get())
+      init::normal_(m.param("weight"), 0.0, 0.01);
     else
-      init::kaiming_uniform_(m->param("weight"), 0.0, true);
-    init::constant_(m->param("bias"), 0.0);
-  }
+      init::kaiming_uniform_(m.param("weight"), 0.0, true);
+    init::constant_(m.param("bias"), 0.0);
+  });
 }
 
 Tensor SqueezeNet::forward(const Tensor& x) {

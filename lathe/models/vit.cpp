@@ -109,12 +109,12 @@ VisionTransformer::VisionTransformer(ViTConfig c) : c_(c) {
   else
     head_ = register_module("head", make<Identity>());
   // timm: trunc_normal_(std 0.02) on Linear weights, zero biases.
-  for (auto& [name, m] : named_modules()) {
-    if (m->type_name() != "Linear") continue;
-    init::trunc_normal_(m->param("weight"), 0.0, 0.02);
-    for (auto& [pn, p] : m->named_parameters())
+  apply([](const std::string&, Module& m) {
+    if (m.type_name() != "Linear") return;
+    init::trunc_normal_(m.param("weight"), 0.0, 0.02);
+    for (auto& [pn, p] : m.named_parameters())
       if (pn == "bias") init::constant_(p, 0.0);
-  }
+  });
 }
 
 Tensor VisionTransformer::forward(const Tensor& x) {

@@ -81,11 +81,22 @@ std::vector<Tensor> Module::parameters() const {
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  out.emplace_back("", shared_from_this());
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  LATHE_CHECK(self != nullptr, "[", type_name(),
+              "] named_modules() needs the module to be owned by a std::shared_ptr (nn::make); "
+              "use apply() inside constructors");
+  out.emplace_back("", std::move(self));
   for (const auto& [name, child] : children_)
     for (auto& [sub, m] : child->named_modules())
       out.emplace_back(sub.empty() ? name : name + "." + sub, m);
   return out;
+}
+
+void Module::apply(const std::function<void(const std::string&, Module&)>& fn,
+                   const std::string& prefix) {
+  fn(prefix, *this);
+  for (const auto& [name, child] : children_)
+    child->apply(fn, prefix.empty() ? name : prefix + "." + name);
 }
 
 std::map<std::string, Tensor> Module::state_dict() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,8 +30,12 @@ class Module : public std::enable_shared_from_this<Module> {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;
   }
-  // Every module in the tree with its dotted path ("" for this one), pre-order.
+  // Every module in the tree with its dotted path ("" for this one), pre-order. The module must
+  // be owned by a std::shared_ptr (nn::make); constructors use apply() instead.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  // Calls fn(path, module) on every module of the tree, pre-order ("" for this one).
+  void apply(const std::function<void(const std::string&, Module&)>& fn,
+             const std::string& prefix = "");
 
   // Parameters and persistent buffers by dotted name.
   std::map<std::string, Tensor> state_dict() const;
