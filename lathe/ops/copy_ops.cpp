@@ -1,7 +1,131 @@
+// Copies: clone (with a memory format), dtype conversion, copy_ and fill_.
+#include "lathe/kernels/elementwise.h"
+#include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 
-namespace lathe::detail {
+namespace lathe {
+namespace {
 
-void register_copy_ops(OpRegistry& r) {}
+// Strides for `fmt`: "contiguous", "channels_last" or "preserve" (keep x's dim order if dense).
+Tensor alloc_like(const Tensor& x, DType dt, const std::string& fmt) {
+  if (fmt == "channels_last") return empty_strided(x.sizes(), channels_last_strides(x.sizes()), dt);
+  if (fmt == "preserve") return empty_like(x, dt);
+  return empty(x.sizes(), dt);
+}
 
-}  // namespace lathe::detail
+std::vector<TensorMeta> clone_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  const std::string& fmt = a.get_string("memory_format");
+  LATHE_CHECK(fmt == "contiguous" || fmt == "channels_last" || fmt == "preserve",
+              "[clone] unknown memory_format '", fmt, "'");
+  LATHE_CHECK(fmt != "channels_last" || x.dim() == 4, "[clone] channels_last needs a 4-d tensor, got ",
+              x.shape_string());
+  TensorMeta m;
+  m.sizes = x.sizes();
+  m.dtype = a.has("dtype") ? a.get_dtype("dtype") : x.dtype();
+  m.device = x.device();
+  return {m};
+}
+
+std::vector<Tensor> clone_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
+  Tensor out = alloc_like(in[0], m[0].dtype, a.get_string("memory_format"));
+  kernels::copy(out, in[0]);
+  return {out};
+}
+
+std::vector<TensorMeta> copy_inplace_rule(TensorList in, const Attrs&) {
+  const Tensor& self = in[0];
+  const Tensor& src = in[1];
+  // src must broadcast to self's shape.
+  int64_t nd = self.dim(), ns = src.dim();
+  bool ok = ns <= nd;
+  for (int64_t i = 0; ok && i < ns; ++i) {
+    SymInt s = src.sizes()[ns - 1 - i], d = self.sizes()[nd - 1 - i];
+    ok = s == d || s == 1;
+  }
+  LATHE_CHECK(ok, "[copy_] source ", src.shape_string(), " does not broadcast to destination ",
+              self.shape_string());
+  TensorMeta m;
+  m.sizes = self.sizes();
+  m.dtype = self.dtype();
+  m.device = self.device();
+  m.is_view = true;
+  m.strides = self.strides();
+  m.offset = self.storage_offset();
+  return {m};
+}
+
+std::vector<Tensor> copy_inplace_kernel(TensorList in, const Attrs&,
+                                        const std::vector<TensorMeta>&) {
+  Tensor src = in[1].expand(in[0].sizes());
+  kernels::copy(in[0], src);
+  return {in[0]};
+}
+
+std::vector<TensorMeta> fill_rule(TensorList in, const Attrs&) {
+  TensorMeta m;
+  m.sizes = in[0].sizes();
+  m.dtype = in[0].dtype();
+  m.device = in[0].device();
+  m.is_view = true;
+  m.strides = in[0].strides();
+  m.offset = in[0].storage_offset();
+  return {m};
+}
+
+std::vector<Tensor> fill_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&) {
+  kernels::fill(in[0], a.get_double("value"));
+  return {in[0]};
+}
+
+}  // namespace
+
+namespace detail {
+void register_copy_ops(OpRegistry& r) {
+  r.add(OpDef{"clone", 1, clone_rule, clone_kernel, {}, {}});
+  r.add(OpDef{"copy_", 2, copy_inplace_rule, copy_inplace_kernel, {}, {0}});
+  r.add(OpDef{"fill_", 1, fill_rule, fill_kernel, {}, {0}});
+}
+}  // namespace detail
+
+static Tensor clone_as(const Tensor& x, const char* fmt, std::optional<DType> dt = std::nullopt) {
+  Attrs a{{"memory_format", std::string(fmt)}};
+  if (dt) a.set("dtype", *dt);
+  return dispatch1(LATHE_OP("clone"), {&x, 1}, a);
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone_as(*this, "contiguous");
+}
+
+Tensor Tensor::to_channels_last() const {
+  if (is_channels_last()) return *this;
+  return clone_as(*this, "channels_last");
+}
+
+Tensor Tensor::clone() const { return clone_as(*this, "contiguous"); }
+
+Tensor Tensor::to(DType dt) const {
+  if (dt == dtype()) return *this;
+  return clone_as(*this, "preserve", dt);
+}
+
+Tensor Tensor::to(Device d) const {
+  LATHE_CHECK(d == device(), "[to] moving tensors to device ", d,
+              " is not supported yet (tensor is on ", device(), ")");
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  Tensor in[2] = {*this, src};
+  dispatch(LATHE_OP("copy_"), in, Attrs{});
+  return *this;
+}
+
+Tensor& Tensor::fill_(double v) {
+  dispatch(LATHE_OP("fill_"), {this, 1}, Attrs{{"value", v}});
+  return *this;
+}
+
+}  // namespace lathe

@@ -103,9 +103,15 @@ ValueRange ValueRange::unite(const ValueRange& r) const {
 std::string ValueRange::to_string() const {
   std::ostringstream os;
   os << '[';
-  if (lo == kNegInf) os << "-inf"; else os << lo;
+  if (lo == kNegInf)
+    os << "-inf";
+  else
+    os << lo;
   os << ", ";
-  if (hi == kPosInf) os << "inf"; else os << hi;
+  if (hi == kPosInf)
+    os << "inf";
+  else
+    os << hi;
   os << ']';
   return os.str();
 }

@@ -1,0 +1,41 @@
+#include "lathe/kernels/elementwise.h"
+
+#include <cstring>
+
+namespace lathe::kernels {
+
+void copy(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+    const size_t nbytes = dst.nbytes();
+    char* d = static_cast<char*>(dst.raw_data());
+    const char* s = static_cast<const char*>(src.raw_data());
+    int threads = dst.numel() >= kParallelGrain * 8 ? num_threads() : 1;
+    int64_t chunk = static_cast<int64_t>((nbytes + threads - 1) / threads);
+#pragma omp parallel for num_threads(threads) if (threads > 1)
+    for (int t = 0; t < threads; ++t) {
+      int64_t b = t * chunk, e = std::min<int64_t>(nbytes, b + chunk);
+      if (b < e) std::memcpy(d + b, s + b, e - b);
+    }
+    return;
+  }
+  LATHE_DISPATCH_ALL(dst.dtype(), "copy", [&] {
+    using Out = scalar_t;
+    LATHE_DISPATCH_ALL(src.dtype(), "copy", [&] {
+      using In = scalar_t;
+      map1<Out, In>(dst, src, [](In v) { return static_cast<Out>(v); });
+    });
+  });
+}
+
+void fill(const Tensor& t, double v) {
+  LATHE_DISPATCH_ALL(t.dtype(), "fill", [&] {
+    scalar_t val = static_cast<scalar_t>(v);
+    LoopPlan plan = make_loop_plan({t});
+    run_loop(plan, [&](char** p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<scalar_t*>(p[0] + i * s[0]) = val;
+    });
+  });
+}
+
+}  // namespace lathe::kernels
