@@ -16,9 +16,7 @@
 
 namespace lathe {
 
-// Declared in ops.h but not defined in the library yet (no definition in lathe/ops/*.cpp).
-LATHE_ORACLE_WEAK Tensor std(const Tensor& x, std::vector<int64_t> dims, int64_t correction,
-                             bool keepdim);
+// Declared in ops.h but not defined in the library yet: none today.
 
 }  // namespace lathe
 
