@@ -15,6 +15,9 @@
 
 namespace lathe {
 
+// Per-dim compile hints (mark_dynamic / mark_static), defined by lathe/trace.
+struct DimHints;
+
 // The state behind a Tensor handle. Fake tensors (tracing) have sizes but no storage.
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -24,7 +27,16 @@ struct TensorImpl {
   DType dtype = DType::f32;
   Device device;
   bool requires_grad = false;
+  // Set by lathe::mark_dynamic / mark_static; read when a compiled function traces this tensor.
+  std::shared_ptr<DimHints> dim_hints;
 };
+
+namespace detail {
+// True while the current thread traces a function (lathe::compile); reading tensor data is then
+// an error with advice instead of "no data".
+bool is_tracing();
+void set_tracing(bool on);
+}  // namespace detail
 
 class Tensor {
  public:
