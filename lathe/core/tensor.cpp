@@ -36,12 +36,13 @@ SymInt Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim()
 int64_t Tensor::numel() const { return shape_numel(impl_->sizes).expect_int(); }
 
 bool Tensor::is_contiguous() const {
-  int64_t expected = 1;
+  // SymInt arithmetic, so fake tensors with symbolic sizes answer too (guarding if needed).
+  SymInt expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
-    int64_t s = impl_->sizes[i].expect_int();
+    const SymInt& s = impl_->sizes[i];
     if (s == 1) continue;
-    if (impl_->strides[i].expect_int() != expected) return false;
-    expected *= s;
+    if (impl_->strides[i] != expected) return false;
+    expected = expected * s;
   }
   return true;
 }
@@ -75,7 +76,23 @@ bool Tensor::is_non_overlapping_and_dense() const {
   return true;
 }
 
+namespace detail {
+static thread_local bool tls_tracing = false;
+bool is_tracing() { return tls_tracing; }
+void set_tracing(bool on) { tls_tracing = on; }
+}  // namespace detail
+
+// Reading the values of a fake tensor while tracing: say what to do instead.
+static void check_not_traced(const Tensor& t, const char* what) {
+  if (detail::is_tracing() && t.defined() && !t.has_storage())
+    throw Error(detail::str("[trace] ", what, " reads the data of ", t.shape_string(),
+                            " while tracing, but traced tensors hold no data; return the tensor "
+                            "from the compiled function and read it outside, or keep "
+                            "data-dependent code out of the compiled function"));
+}
+
 void* Tensor::raw_data() const {
+  check_not_traced(*this, "raw_data()");
   LATHE_CHECK(impl_ && impl_->storage, "[data] tensor ", defined() ? shape_string() : "undefined",
               " has no data (it is fake or lives on the ", defined() ? "lazy" : "?",
               " device); call lathe::sync() or .to(Device::cpu()) first");
@@ -112,6 +129,7 @@ void for_each_offset(const std::vector<int64_t>& sz, const std::vector<int64_t>&
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  check_not_traced(*this, "to_vector()");
   std::vector<T> out;
   out.reserve(numel());
   const char* base = static_cast<const char*>(raw_data());
@@ -129,6 +147,7 @@ template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
 
 double Tensor::item() const {
+  check_not_traced(*this, "item()");
   LATHE_CHECK(numel() == 1, "[item] tensor ", shape_string(), " has ", numel(),
               " elements; item() needs exactly one");
   return to_vector<double>()[0];
@@ -145,6 +164,7 @@ std::string Tensor::shape_string() const {
 
 std::string Tensor::to_string() const {
   if (!defined()) return "Tensor(undefined)";
+  check_not_traced(*this, "printing a tensor's values");
   std::ostringstream os;
   os << "Tensor(" << shape_string();
   if (device() != Device::cpu() || !has_storage()) {
