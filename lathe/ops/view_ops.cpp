@@ -1,6 +1,7 @@
 // View ops: results share the input's storage; the shape rule computes sizes, strides and offset.
 #include <algorithm>
 #include <numeric>
+#include <string_view>
 
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
@@ -30,7 +31,8 @@ std::vector<Tensor> view_kernel(TensorList in, const Attrs&, const std::vector<T
   return {make_view(in[0], m[0].sizes, m[0].strides, m[0].offset)};
 }
 
-// Replaces a single -1 with the size that keeps numel; checks the total.
+// Replaces a single -1 with the size that keeps numel; checks the total. Works on symbolic sizes
+// (the divisibility and equality checks then guard).
 Shape infer_size(const Shape& req, SymInt numel, const char* op, const Tensor& x) {
   Shape out = req;
   int infer = -1;
@@ -45,14 +47,27 @@ Shape infer_size(const Shape& req, SymInt numel, const char* op, const Tensor& x
     }
   }
   if (infer >= 0) {
-    LATHE_CHECK(known != 0 && numel.expect_int() % known.expect_int() == 0, "[", op, "] shape ",
-                req, " is invalid for input ", x.shape_string(), " of ", numel, " elements");
+    LATHE_CHECK(known != 0 && mod(numel, known) == 0, "[", op, "] shape ", req,
+                " is invalid for input ", x.shape_string(), " of ", numel, " elements");
     out[infer] = floor_div(numel, known);
   } else {
     LATHE_CHECK(known == numel, "[", op, "] shape ", req, " is invalid for input ",
                 x.shape_string(), " of ", numel, " elements");
   }
   return out;
+}
+
+bool is_concrete(const Shape& s) {
+  for (const SymInt& v : s)
+    if (v.is_symbolic()) return false;
+  return true;
+}
+
+// Concrete values of a shape, specializing symbolic ones (with a guard naming `why`).
+std::vector<int64_t> specialize(const Shape& s, const char* why) {
+  std::vector<int64_t> r(s.size());
+  for (size_t i = 0; i < s.size(); ++i) r[i] = s[i].is_symbolic() ? s[i].guard_int(why) : *s[i].maybe_int();
+  return r;
 }
 
 // Strides for viewing (sizes, strides) as new_sizes without a copy, if possible (the
@@ -91,12 +106,24 @@ std::optional<Shape> view_strides(const std::vector<int64_t>& old_sz,
   return new_st;
 }
 
+// Strides of x viewed as `sizes`, if possible without a copy. Symbolic shapes: a contiguous
+// input views with row-major strides; anything else is specialized to concrete sizes.
+std::optional<Shape> view_strides_of(const Tensor& x, const Shape& sizes) {
+  if (is_concrete(x.sizes()) && is_concrete(x.strides()) && is_concrete(sizes))
+    return view_strides(x.shape(), x.int_strides(), to_ints(sizes));
+  if (x.is_contiguous()) return contiguous_strides(sizes);
+  auto st = view_strides(specialize(x.sizes(), "[view] non-contiguous input"),
+                         specialize(x.strides(), "[view] non-contiguous input"),
+                         specialize(sizes, "[view] non-contiguous input"));
+  return st;
+}
+
 std::vector<TensorMeta> view_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
-  Shape sizes = infer_size(a.get_shape("size"), x.numel(), "view", x);
-  auto st = view_strides(x.shape(), x.int_strides(), to_ints(sizes));
+  Shape sizes = infer_size(a.get_shape("size"), shape_numel(x.sizes()), "view", x);
+  auto st = view_strides_of(x, sizes);
   LATHE_CHECK(st.has_value(), "[view] cannot view ", x.shape_string(), " with strides ",
-              x.int_strides(), " as shape ", sizes,
+              x.strides(), " as shape ", sizes,
               " without a copy (the dims span non-contiguous memory); use reshape()");
   return {view_meta(x, sizes, *st, x.storage_offset())};
 }
@@ -119,34 +146,57 @@ std::vector<TensorMeta> permute_rule(TensorList in, const Attrs& a) {
   return {view_meta(x, sz, st, x.storage_offset())};
 }
 
+// A slice bound: an int, or a one-element shape holding a symbolic bound (Tensor::narrow).
+SymInt slice_bound(const Attrs& a, const char* name) {
+  const auto& items = a.items();
+  for (const auto& [n, v] : items) {
+    if (std::string_view(n) != name) continue;
+    if (const Shape* s = std::get_if<Shape>(&v)) {
+      LATHE_CHECK(s->size() == 1, "[slice] bound '", name, "' must be one value, got ", *s);
+      return (*s)[0];
+    }
+  }
+  return a.get_int(name);
+}
+
+// Storage offsets are concrete: a symbolic one is specialized.
+int64_t concrete_offset(SymInt off, const char* op) {
+  return off.is_symbolic() ? off.guard_int(op) : *off.maybe_int();
+}
+
 std::vector<TensorMeta> slice_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
   LATHE_CHECK(x.dim() > 0, "[slice] cannot slice a 0-d tensor");
   int64_t d = wrap(a.get_int("dim"), x.dim(), "slice");
-  int64_t n = x.size(d).expect_int();
-  int64_t start = a.get_int("start"), end = a.get_int("end"), step = a.get_int("step");
+  SymInt n = x.size(d);
+  SymInt start = slice_bound(a, "start"), end = slice_bound(a, "end");
+  int64_t step = a.get_int("step");
   LATHE_CHECK(step > 0, "[slice] step must be positive, got ", step);
-  if (start < 0) start += n;
-  if (end < 0) end += n;
-  start = std::clamp<int64_t>(start, 0, n);
-  end = std::clamp<int64_t>(end, start, n);
+  // Python clamping (decided with guards when symbolic).
+  if (start < 0) start = start + n;
+  if (end < 0) end = end + n;
+  if (start < 0) start = 0;
+  if (start > n) start = n;
+  if (end < start) end = start;
+  if (end > n) end = n;
   Shape sz = x.sizes(), st = x.strides();
-  sz[d] = (end - start + step - 1) / step;
+  sz[d] = floor_div(end - start + step - 1, step);
   st[d] = x.strides()[d] * step;
-  return {view_meta(x, sz, st, x.storage_offset() + start * x.stride(d).expect_int())};
+  int64_t off = concrete_offset(x.storage_offset() + start * x.stride(d), "[slice] storage offset");
+  return {view_meta(x, sz, st, off)};
 }
 
 std::vector<TensorMeta> select_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
   LATHE_CHECK(x.dim() > 0, "[select] cannot select from a 0-d tensor");
   int64_t d = wrap(a.get_int("dim"), x.dim(), "select");
-  int64_t n = x.size(d).expect_int();
+  SymInt n = x.size(d);
   int64_t idx = a.get_int("index");
-  LATHE_CHECK(idx >= -n && idx < n, "[select] index ", idx, " is out of range for dim ", d,
-              " of size ", n, " in ", x.shape_string());
-  if (idx < 0) idx += n;
+  LATHE_CHECK(SymInt(idx) >= -n && SymInt(idx) < n, "[select] index ", idx,
+              " is out of range for dim ", d, " of size ", n, " in ", x.shape_string());
+  SymInt i = idx < 0 ? SymInt(idx) + n : SymInt(idx);
   Shape sz = x.sizes(), st = x.strides();
-  int64_t off = x.storage_offset() + idx * st[d].expect_int();
+  int64_t off = concrete_offset(x.storage_offset() + i * st[d], "[select] storage offset");
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
   return {view_meta(x, sz, st, off)};
@@ -251,8 +301,8 @@ void register_view_ops(OpRegistry& r) {
 }
 
 bool can_view(const Tensor& x, const Shape& sizes) {
-  Shape s = infer_size(sizes, x.numel(), "reshape", x);
-  return view_strides(x.shape(), x.int_strides(), to_ints(s)).has_value();
+  Shape s = infer_size(sizes, shape_numel(x.sizes()), "reshape", x);
+  return view_strides_of(x, s).has_value();
 }
 }  // namespace detail
 
@@ -298,11 +348,16 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 Tensor Tensor::narrow(int64_t d, SymInt start, SymInt length) const {
   LATHE_CHECK(dim() > 0, "[narrow] cannot narrow a 0-d tensor");
   int64_t dd = wrap(d, dim(), "narrow");
-  int64_t n = size(dd).expect_int(), s = start.expect_int(), l = length.expect_int();
-  if (s < 0) s += n;
-  LATHE_CHECK(s >= 0 && l >= 0 && s + l <= n, "[narrow] start ", start.expect_int(), " + length ",
-              l, " exceeds dim ", dd, " of size ", n, " in ", shape_string());
-  return slice(dd, s, s + l, 1);
+  SymInt n = size(dd), s = start;
+  if (s < 0) s = s + n;
+  LATHE_CHECK(s >= 0 && length >= 0 && s + length <= n, "[narrow] start ", start, " + length ",
+              length, " exceeds dim ", dd, " of size ", n, " in ", shape_string());
+  Tensor self = *this;
+  SymInt end = s + length;
+  AttrValue sa = s.is_symbolic() ? AttrValue(Shape{s}) : AttrValue(*s.maybe_int());
+  AttrValue ea = end.is_symbolic() ? AttrValue(Shape{end}) : AttrValue(*end.maybe_int());
+  return dispatch1(LATHE_OP("slice"), {&self, 1},
+                   Attrs{{"dim", dd}, {"start", sa}, {"end", ea}, {"step", int64_t{1}}});
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
