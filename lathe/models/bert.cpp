@@ -25,15 +25,16 @@ BertEmbeddings::BertEmbeddings(const BertConfig& c) {
 Tensor BertEmbeddings::forward(const Tensor& input_ids) {
   LATHE_CHECK(input_ids.defined() && input_ids.dim() == 2, "[bert] input_ids must be [B, S], got ",
               input_ids.defined() ? input_ids.shape_string() : "undefined");
-  const int64_t seq = input_ids.shape()[1];
-  const int64_t max_pos = buffer("position_ids").shape()[1];
+  // SymInt sizes: a traced sequence length stays symbolic (lathe::compile).
+  const SymInt seq = input_ids.size(1);
+  const SymInt max_pos = buffer("position_ids").size(1);
   LATHE_CHECK(seq <= max_pos, "[bert] sequence length ", seq, " exceeds max_position_embeddings ",
               max_pos);
   // Position and token-type embeddings are [1, S, hidden] and broadcast over the batch.
   Tensor x =
       add(child("word_embeddings")->forward(input_ids),
-          child("token_type_embeddings")->forward(buffer("token_type_ids").slice(1, 0, seq)));
-  x = add(x, child("position_embeddings")->forward(buffer("position_ids").slice(1, 0, seq)));
+          child("token_type_embeddings")->forward(buffer("token_type_ids").narrow(1, 0, seq)));
+  x = add(x, child("position_embeddings")->forward(buffer("position_ids").narrow(1, 0, seq)));
   return child("dropout")->forward(child("LayerNorm")->forward(x));
 }
 
@@ -49,7 +50,7 @@ BertSelfAttention::BertSelfAttention(const BertConfig& c)
 }
 
 Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& additive_mask) {
-  const int64_t b = x.shape()[0], s = x.shape()[1];
+  const SymInt b = x.size(0), s = x.size(1);
   auto split = [&](const char* name) {
     return child(name)->forward(x).view({b, s, heads_, head_size_}).transpose(1, 2);
   };
@@ -172,10 +173,11 @@ std::vector<Tensor> BertModel::forward_all(const std::vector<Tensor>& inputs) {
   LATHE_CHECK(ids.defined() && ids.dim() == 2 && !is_floating(ids.dtype()),
               "[bert] input_ids must be integer [B, S], got ",
               ids.defined() ? ids.shape_string() : "undefined");
-  const int64_t b = ids.shape()[0], s = ids.shape()[1];
+  const SymInt b = ids.size(0), s = ids.size(1);
   Tensor mask;
   if (inputs.size() == 2 && inputs[1].defined()) {
-    LATHE_CHECK(inputs[1].shape() == ids.shape(), "[bert] attention_mask ",
+    LATHE_CHECK(inputs[1].dim() == 2 && inputs[1].size(0) == b && inputs[1].size(1) == s,
+                "[bert] attention_mask ",
                 inputs[1].shape_string(), " does not match input_ids ", ids.shape_string());
     mask = inputs[1];
   } else {
