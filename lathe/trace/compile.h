@@ -1,0 +1,131 @@
+// lathe::compile: trace a function once with fake tensors into a graph plus guards, compile the
+// graph with a backend, and on later calls only check the guards and run the executable.
+//
+//   auto f = lathe::compile([](const std::vector<lathe::Tensor>& x) {
+//     return std::vector<lathe::Tensor>{lathe::relu(x[0]) + x[1]};
+//   });
+//   auto y = f({a, b});  // traces and compiles; later calls with matching inputs reuse it
+//
+// See docs/trace.md for guards, recompiles, logs and limitations.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "lathe/core/tensor.h"
+
+namespace lathe {
+
+namespace nn {
+class Module;
+}
+
+// How the sizes of tensor arguments become symbols when tracing.
+enum class DynamicPolicy : uint8_t {
+  kStatic,  // every size is a constant; a new size recompiles
+  kAuto,    // static first; a dim whose size changed is recompiled as dynamic (the default)
+  kDynamic  // every size of 2 or more is a symbol from the first trace
+};
+
+struct CompileOptions {
+  std::string backend = "interpreter";  // a lathe::backend registry name
+  DynamicPolicy dynamic = DynamicPolicy::kAuto;
+  // At most this many cache entries; a miss beyond it runs the function eagerly (with one
+  // warning naming the failing guard) or throws when error_on_recompile_limit is set.
+  int recompile_limit = 8;
+  bool error_on_recompile_limit = false;
+  std::string name = "fn";  // how logs and errors name the function
+};
+
+// One argument of a compiled call. Scalars are guarded by value: a different value recompiles.
+using Arg = std::variant<Tensor, int64_t, double, bool>;
+
+// Counters of one compiled function (all calls, all threads).
+struct CompileStats {
+  int64_t calls = 0;
+  int64_t hits = 0;         // calls served by a cache entry
+  int64_t compiles = 0;     // traces that produced an entry
+  int64_t eager_calls = 0;  // calls run eagerly past the recompile limit
+};
+
+namespace detail {
+class CompileCache;
+}
+
+// The callable that lathe::compile returns. Copies share one cache. Safe to call from several
+// threads at once (guard checks run in parallel; tracing is serialized).
+class CompiledFunction {
+ public:
+  using Fn = std::function<std::vector<Tensor>(const std::vector<Arg>&)>;
+  CompiledFunction(Fn fn, CompileOptions options);
+  // compile(module): calls module->forward_all; parameters and buffers are named by module path
+  // and every module's structure version and training flag are guarded.
+  CompiledFunction(std::shared_ptr<nn::Module> module, CompileOptions options);
+
+  std::vector<Tensor> operator()(const std::vector<Arg>& args) const;
+  std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
+
+  CompileStats stats() const;
+  size_t num_entries() const;
+  // Why the last recompile (or eager fallback) happened: the failing guard of the most recently
+  // used entry, its printed form, and expected vs actual ("" before any recompile).
+  std::string last_recompile_reason() const;
+  // The captured graph (Graph::to_string) and the guards of entry i, most recently used first.
+  std::string graph_string(size_t entry = 0) const;
+  std::string guards_string(size_t entry = 0) const;
+
+ private:
+  std::shared_ptr<detail::CompileCache> cache_;
+};
+
+// Compiles a function taking tensors (or Args) and returning a tensor or a vector of tensors.
+template <class F>
+requires std::is_invocable_v < F, const std::vector<Tensor>
+& > || std::is_invocable_v<F, const std::vector<Arg>&> CompiledFunction
+       compile(F fn, CompileOptions options = {}) {
+  auto as_vector = [](auto&& r) -> std::vector<Tensor> {
+    if constexpr (std::is_convertible_v<decltype(r), Tensor>)
+      return {Tensor(r)};
+    else
+      return std::vector<Tensor>(r);
+  };
+  if constexpr (std::is_invocable_v<F, const std::vector<Arg>&>) {
+    return CompiledFunction(
+        [fn = std::move(fn), as_vector](const std::vector<Arg>& a) { return as_vector(fn(a)); },
+        std::move(options));
+  } else {
+    return CompiledFunction(
+        [fn = std::move(fn), as_vector](const std::vector<Arg>& a) {
+          std::vector<Tensor> ts;
+          ts.reserve(a.size());
+          for (size_t i = 0; i < a.size(); ++i) {
+            const Tensor* t = std::get_if<Tensor>(&a[i]);
+            LATHE_CHECK(t != nullptr, "[compile] argument ", i,
+                        " is a scalar but the function takes only tensors");
+            ts.push_back(*t);
+          }
+          return as_vector(fn(ts));
+        },
+        std::move(options));
+  }
+}
+
+// Compiles module->forward_all (see CompiledFunction's module constructor).
+CompiledFunction compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});
+
+// Declares dim `dim` of `t` dynamic over [min, max] for the next trace that sees this tensor:
+// tracing raises a constraint-violation error if the code specializes it.
+void mark_dynamic(const Tensor& t, int64_t dim, int64_t min = 2, int64_t max = INT64_MAX);
+// Keeps dim `dim` of `t` static even under the auto and dynamic policies.
+void mark_static(const Tensor& t, int64_t dim);
+
+// Log topics, as LATHE_LOGS: a comma list of "recompiles", "guards", "graph" (or "all"). Read
+// from the environment at first use; this call replaces the setting (for tests and tools).
+void set_compile_logs(const std::string& topics);
+
+}  // namespace lathe

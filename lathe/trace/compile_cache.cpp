@@ -1,0 +1,347 @@
+#include "lathe/trace/compile_cache.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "lathe/ir/passes.h"
+#include "lathe/nn/module.h"
+#include "lathe/sym/sym_error.h"
+#include "lathe/trace/compile_logs.h"
+#include "lathe/trace/dim_hints.h"
+
+namespace lathe::detail {
+
+namespace {
+
+// Argument views live on the stack for the usual small argument counts.
+class ArgViews {
+ public:
+  explicit ArgViews(const std::vector<Arg>& args) {
+    if (args.size() > kInline) heap_.resize(args.size());
+    data_ = args.size() > kInline ? heap_.data() : inline_;
+    size_ = args.size();
+    make_arg_views(args, data_);
+  }
+  std::span<const sym::ArgView> span() const { return {data_, size_}; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  sym::ArgView inline_[kInline];
+  std::vector<sym::ArgView> heap_;
+  sym::ArgView* data_;
+  size_t size_;
+};
+
+const Tensor& tensor_at(const std::vector<Arg>& args, int i) { return std::get<Tensor>(args[i]); }
+
+}  // namespace
+
+std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
+  std::vector<Tensor> inputs;
+  inputs.reserve(input_origin.size());
+  for (int o : input_origin) inputs.push_back(o >= 0 ? tensor_at(args, o) : captured[-1 - o]);
+  int64_t inline_syms[16];
+  std::vector<int64_t> heap_syms;
+  int64_t* syms = inline_syms;
+  if (num_symbols > 16) {
+    heap_syms.resize(num_symbols);
+    syms = heap_syms.data();
+  }
+  for (const SymbolBinding& b : bindings)
+    syms[b.symbol] = *tensor_at(args, b.arg).sizes()[b.dim].maybe_int();
+  std::vector<Tensor> outs = executable->run(inputs, backend::SymbolValues(syms, num_symbols));
+  std::vector<Tensor> result;
+  result.reserve(outputs.size());
+  for (const OutputSpec& o : outputs) {
+    switch (o.kind) {
+      case OutputSpec::Kind::kGraph:
+        result.push_back(outs.at(o.index));
+        break;
+      case OutputSpec::Kind::kArgument:
+        result.push_back(tensor_at(args, o.index));
+        break;
+      case OutputSpec::Kind::kCaptured:
+        result.push_back(captured[o.index]);
+        break;
+      case OutputSpec::Kind::kUndefined:
+        result.emplace_back();
+        break;
+    }
+  }
+  return result;
+}
+
+CompileCache::CompileCache(CompiledFunction::Fn fn, CompileOptions options,
+                           std::shared_ptr<nn::Module> module)
+    : fn_(std::move(fn)), options_(std::move(options)), module_(std::move(module)) {
+  LATHE_CHECK(options_.recompile_limit >= 1, "[compile] recompile_limit must be at least 1, got ",
+              options_.recompile_limit);
+  backend::create_backend(options_.backend);  // fails early on an unknown name
+}
+
+const CacheEntry* CompileCache::lookup(const std::vector<Arg>& args,
+                                       std::span<const sym::ArgView> views, std::string* reason) {
+  const CacheEntry* hit = nullptr;
+  size_t hit_index = 0;
+  {
+    std::shared_lock lock(mu_);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      GuardFailure f = entries_[i]->guards.check(args, views);
+      if (f.ok()) {
+        hit = entries_[i].get();
+        hit_index = i;
+        break;
+      }
+      if (i == 0 && reason) *reason = entries_[0]->guards.explain(args, views, f);
+    }
+  }
+  if (hit && hit_index > 0) {
+    std::unique_lock lock(mu_);
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const auto& e) { return e.get() == hit; });
+    if (it != entries_.end()) std::rotate(entries_.begin(), it, it + 1);
+  }
+  return hit;
+}
+
+std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  // A compiled function called while another is traced is traced through.
+  if (is_tracing()) return fn_(args);
+  ArgViews views(args);
+  if (const CacheEntry* e = lookup(args, views.span(), nullptr)) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return e->run(args);
+  }
+  std::unique_lock trace_lock(trace_mu_);
+  std::string reason;
+  if (const CacheEntry* e = lookup(args, views.span(), &reason)) {  // compiled meanwhile
+    trace_lock.unlock();
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return e->run(args);
+  }
+  size_t n;
+  {
+    std::shared_lock lock(mu_);
+    n = entries_.size();
+  }
+  if (n >= static_cast<size_t>(options_.recompile_limit)) {
+    std::string msg = str("[compile] '", options_.name, "' reached its recompile limit (",
+                          options_.recompile_limit, " entries); last failing guard: ", reason);
+    {
+      std::unique_lock lock(mu_);
+      last_reason_ = reason;
+    }
+    if (options_.error_on_recompile_limit) throw Error(msg);
+    if (!warned_) {
+      warned_ = true;
+      std::cerr << "[lathe] warning: " << msg << "; running it eagerly from now on\n";
+    }
+    trace_lock.unlock();
+    eager_calls_.fetch_add(1, std::memory_order_relaxed);
+    return fn_(args);
+  }
+  if (n > 0) {
+    {
+      std::unique_lock lock(mu_);
+      last_reason_ = reason;
+    }
+    if (log_enabled(LogTopic::kRecompiles))
+      log_message(LogTopic::kRecompiles,
+                  str("recompiling '", options_.name, "' (entry ", n + 1, " of at most ",
+                      options_.recompile_limit, "): ", reason));
+  }
+  update_auto_dynamic(args);
+  std::unique_ptr<CacheEntry> entry;
+  try {
+    entry = trace(args, true);
+  } catch (const sym::ConstraintViolation&) {
+    throw;
+  } catch (const sym::DataDependentError&) {
+    throw;
+  } catch (const sym::SymError& e) {
+    // Some shape rule cannot handle a symbolic size: trace the automatic-dynamic dims static.
+    bool had_auto = false;
+    for (const auto& dims : auto_dynamic_)
+      for (bool d : dims) had_auto |= d;
+    if (options_.dynamic != DynamicPolicy::kAuto || !had_auto) throw;
+    auto_dynamic_failed_ = true;
+    if (log_enabled(LogTopic::kRecompiles))
+      log_message(LogTopic::kRecompiles,
+                  str("'", options_.name, "' cannot be traced with dynamic sizes (", e.what(),
+                      "); tracing it with static sizes from now on"));
+    entry = trace(args, false);
+  }
+  compiles_.fetch_add(1, std::memory_order_relaxed);
+  if (log_enabled(LogTopic::kGuards))
+    log_message(LogTopic::kGuards, str("guards of '", options_.name, "':\n", entry->guards_text));
+  if (log_enabled(LogTopic::kGraph))
+    log_message(LogTopic::kGraph, str("graph of '", options_.name, "':\n", entry->graph_text));
+  const CacheEntry* e = entry.get();
+  {
+    std::unique_lock lock(mu_);
+    entries_.insert(entries_.begin(), std::move(entry));
+  }
+  trace_lock.unlock();
+  return e->run(args);
+}
+
+void CompileCache::update_auto_dynamic(const std::vector<Arg>& args) {
+  if (options_.dynamic != DynamicPolicy::kAuto) return;
+  if (frame_sizes_.size() < args.size()) {
+    frame_sizes_.resize(args.size());
+    auto_dynamic_.resize(args.size());
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor* t = std::get_if<Tensor>(&args[i]);
+    if (!t || !t->defined()) continue;
+    std::vector<int64_t> sizes = t->shape();
+    if (frame_sizes_[i].size() == sizes.size()) {
+      for (size_t d = 0; d < sizes.size(); ++d)
+        if (frame_sizes_[i][d] != sizes[d]) auto_dynamic_[i][d] = true;
+    } else {
+      auto_dynamic_[i].assign(sizes.size(), false);
+    }
+    frame_sizes_[i] = std::move(sizes);
+  }
+}
+
+std::vector<DimChoice> CompileCache::dim_choices(size_t arg, const Tensor& t,
+                                                 bool allow_auto_dynamic) const {
+  std::vector<DimChoice> dims(t.dim());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    bool dynamic = false;
+    if (options_.dynamic == DynamicPolicy::kDynamic) dynamic = true;
+    if (options_.dynamic == DynamicPolicy::kAuto && allow_auto_dynamic && !auto_dynamic_failed_ &&
+        arg < auto_dynamic_.size() && static_cast<size_t>(d) < auto_dynamic_[arg].size())
+      dynamic = auto_dynamic_[arg][d];
+    dims[d].kind = dynamic ? DimChoice::Kind::kDynamic : DimChoice::Kind::kStatic;
+    if (const auto& h = t.impl().dim_hints; h && static_cast<size_t>(d) < h->dims.size()) {
+      const DimHints::Dim& hd = h->dims[d];
+      if (hd.kind == DimHints::Kind::kStatic) dims[d].kind = DimChoice::Kind::kStatic;
+      if (hd.kind == DimHints::Kind::kDynamic) {
+        dims[d].kind = DimChoice::Kind::kMarked;
+        dims[d].min = hd.min;
+        dims[d].max = hd.max;
+      }
+    }
+  }
+  return dims;
+}
+
+std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
+                                                bool allow_auto_dynamic) {
+  auto entry = std::make_unique<CacheEntry>();
+  entry->env = std::make_unique<sym::ShapeEnv>();
+  std::unordered_map<const TensorImpl*, std::string> names;
+  if (module_) {
+    for (auto& [name, t] : module_->named_parameters()) names.emplace(t.impl_ptr().get(), name);
+    for (auto& [name, t] : module_->named_buffers()) names.emplace(t.impl_ptr().get(), name);
+  }
+  ir::Graph graph;
+  Tracer tracer(*entry->env, graph, module_ ? &names : nullptr);
+  std::vector<Arg> fake_args = args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
+      LATHE_CHECK(t->defined(), "[compile] argument ", i, " is an undefined tensor");
+      LATHE_CHECK(t->has_storage(), "[compile] argument ", i, " ", t->shape_string(),
+                  " has no data (a fake or lazy tensor)");
+      fake_args[i] =
+          tracer.add_argument(*t, static_cast<int>(i), dim_choices(i, *t, allow_auto_dynamic));
+    }
+  }
+  std::vector<Tensor> outs;
+  {
+    Tracer::Scope scope(tracer);
+    outs = fn_(fake_args);
+  }
+
+  // Outputs: arguments and captured tensors returned as they are (same handle, as in eager);
+  // computed values become graph outputs, each once.
+  std::vector<ir::Value*> graph_outputs;
+  for (const Tensor& o : outs) {
+    OutputSpec spec;
+    if (!o.defined()) {
+      spec.kind = OutputSpec::Kind::kUndefined;
+      entry->outputs.push_back(spec);
+      continue;
+    }
+    bool found = false;
+    for (size_t i = 0; i < fake_args.size() && !found; ++i) {
+      const Tensor* f = std::get_if<Tensor>(&fake_args[i]);
+      if (f && f->is_same(o)) {
+        spec = {OutputSpec::Kind::kArgument, static_cast<int>(i)};
+        found = true;
+      }
+    }
+    if (!found && o.has_storage()) {
+      tracer.value_of(o);  // lifts it if it was never used by an op
+      for (size_t k = 0; k < tracer.captured().size() && !found; ++k) {
+        if (tracer.captured()[k].is_same(o)) {
+          spec = {OutputSpec::Kind::kCaptured, static_cast<int>(k)};
+          found = true;
+        }
+      }
+    }
+    if (!found) {
+      ir::Value* v = tracer.value_of(o);
+      auto it = std::find(graph_outputs.begin(), graph_outputs.end(), v);
+      spec = {OutputSpec::Kind::kGraph, static_cast<int>(it - graph_outputs.begin())};
+      if (it == graph_outputs.end()) graph_outputs.push_back(v);
+    }
+    entry->outputs.push_back(spec);
+  }
+  graph.set_outputs(graph_outputs);
+  ir::dead_code_elimination(graph);
+  graph.verify();
+
+  entry->guards.record_call(args);
+  if (module_)
+    for (auto& [path, m] : module_->named_modules()) entry->guards.record_module(m, path);
+  entry->guards.set_program(entry->env->produce_guards(tracer.sources()));
+
+  entry->captured = tracer.captured();
+  entry->input_origin = tracer.input_origin();
+  entry->bindings = tracer.bindings();
+  for (const SymbolBinding& b : entry->bindings)
+    entry->num_symbols = std::max(entry->num_symbols, static_cast<size_t>(b.symbol) + 1);
+  entry->graph_text = graph.to_string();
+  entry->guards_text = entry->guards.to_string();
+  entry->executable = backend::create_backend(options_.backend)->compile(graph);
+  return entry;
+}
+
+CompileStats CompileCache::stats() const {
+  CompileStats s;
+  s.calls = calls_.load();
+  s.hits = hits_.load();
+  s.compiles = compiles_.load();
+  s.eager_calls = eager_calls_.load();
+  return s;
+}
+
+size_t CompileCache::num_entries() const {
+  std::shared_lock lock(mu_);
+  return entries_.size();
+}
+
+std::string CompileCache::last_recompile_reason() const {
+  std::shared_lock lock(mu_);
+  return last_reason_;
+}
+
+std::string CompileCache::graph_string(size_t i) const {
+  std::shared_lock lock(mu_);
+  LATHE_CHECK(i < entries_.size(), "[compile] no cache entry ", i, " (", entries_.size(),
+              " entries)");
+  return entries_[i]->graph_text;
+}
+
+std::string CompileCache::guards_string(size_t i) const {
+  std::shared_lock lock(mu_);
+  LATHE_CHECK(i < entries_.size(), "[compile] no cache entry ", i, " (", entries_.size(),
+              " entries)");
+  return entries_[i]->guards_text;
+}
+
+}  // namespace lathe::detail

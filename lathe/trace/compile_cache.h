@@ -1,0 +1,82 @@
+// CompileCache: the entries of one compiled function (guards + executable each), the lookup
+// (most recently used first), tracing on a miss, automatic dynamic shapes and the recompile limit.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lathe/backend/backend.h"
+#include "lathe/sym/shape_env.h"
+#include "lathe/trace/compile.h"
+#include "lathe/trace/guards.h"
+#include "lathe/trace/tracer.h"
+
+namespace lathe::detail {
+
+// Where a compiled call's output comes from.
+struct OutputSpec {
+  enum class Kind : uint8_t { kGraph, kArgument, kCaptured, kUndefined };
+  Kind kind = Kind::kGraph;
+  int index = 0;  // graph output, argument or capture slot
+};
+
+// One trace: its guards and its executable, with the real tensors it captured.
+struct CacheEntry {
+  // Owns the symbolic expressions the graph and the executable refer to: destroyed last.
+  std::unique_ptr<sym::ShapeEnv> env;
+  EntryGuards guards;
+  std::unique_ptr<backend::Executable> executable;
+  std::vector<Tensor> captured;   // by reference: parameters, buffers, constants
+  std::vector<int> input_origin;  // per graph input: argument index, or -1 - capture slot
+  std::vector<SymbolBinding> bindings;
+  size_t num_symbols = 0;
+  std::vector<OutputSpec> outputs;
+  std::string graph_text;
+  std::string guards_text;
+
+  std::vector<Tensor> run(const std::vector<Arg>& args) const;
+};
+
+class CompileCache {
+ public:
+  CompileCache(CompiledFunction::Fn fn, CompileOptions options, std::shared_ptr<nn::Module> module);
+  std::vector<Tensor> call(const std::vector<Arg>& args);
+
+  CompileStats stats() const;
+  size_t num_entries() const;
+  std::string last_recompile_reason() const;
+  std::string graph_string(size_t i) const;
+  std::string guards_string(size_t i) const;
+
+ private:
+  // The entry whose guards pass, moved to the front; null on a miss. On a miss, `reason` gets
+  // the failing guard of the most recently used entry.
+  const CacheEntry* lookup(const std::vector<Arg>& args, std::span<const sym::ArgView> views,
+                           std::string* reason);
+  std::unique_ptr<CacheEntry> trace(const std::vector<Arg>& args, bool allow_auto_dynamic);
+  std::vector<DimChoice> dim_choices(size_t arg, const Tensor& t, bool allow_auto_dynamic) const;
+  void update_auto_dynamic(const std::vector<Arg>& args);
+
+  CompiledFunction::Fn fn_;
+  CompileOptions options_;
+  std::shared_ptr<nn::Module> module_;
+
+  mutable std::shared_mutex mu_;                      // entries_ and last_reason_
+  std::vector<std::unique_ptr<CacheEntry>> entries_;  // most recently used first
+  std::string last_reason_;
+
+  std::mutex trace_mu_;  // serializes tracing, auto-dynamic state and the warning
+  std::vector<std::vector<int64_t>> frame_sizes_;  // per argument: sizes of the last trace
+  std::vector<std::vector<bool>> auto_dynamic_;    // per argument and dim
+  bool auto_dynamic_failed_ = false;               // a dynamic trace failed: stay static
+  bool warned_ = false;
+
+  std::atomic<int64_t> calls_{0}, hits_{0}, compiles_{0}, eager_calls_{0};
+};
+
+}  // namespace lathe::detail

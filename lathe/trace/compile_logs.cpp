@@ -1,0 +1,81 @@
+#include "lathe/trace/compile_logs.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+
+#include "lathe/core/error.h"
+#include "lathe/trace/compile.h"
+
+namespace lathe {
+namespace detail {
+namespace {
+
+unsigned parse_topics(const std::string& s) {
+  unsigned flags = 0;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "recompiles")
+      flags |= unsigned(LogTopic::kRecompiles);
+    else if (item == "guards")
+      flags |= unsigned(LogTopic::kGuards);
+    else if (item == "graph")
+      flags |= unsigned(LogTopic::kGraph);
+    else if (item == "all")
+      flags |= 7u;
+    else if (!item.empty())
+      throw Error(
+          str("[compile] unknown log topic '", item, "' (known: recompiles, guards, graph, all)"));
+  }
+  return flags;
+}
+
+std::atomic<unsigned>& flags() {
+  static std::atomic<unsigned> f = [] {
+    const char* env = std::getenv("LATHE_LOGS");
+    try {
+      return env ? parse_topics(env) : 0u;
+    } catch (const Error& e) {
+      std::cerr << e.what() << " in LATHE_LOGS; ignored\n";
+      return 0u;
+    }
+  }();
+  return f;
+}
+
+const char* topic_name(LogTopic t) {
+  switch (t) {
+    case LogTopic::kRecompiles:
+      return "recompiles";
+    case LogTopic::kGuards:
+      return "guards";
+    case LogTopic::kGraph:
+      return "graph";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool log_enabled(LogTopic topic) {
+  return (flags().load(std::memory_order_relaxed) & unsigned(topic)) != 0;
+}
+
+void log_message(LogTopic topic, const std::string& text) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::cerr << "[lathe." << topic_name(topic) << "] " << text;
+  if (text.empty() || text.back() != '\n') std::cerr << '\n';
+  std::cerr.flush();
+}
+
+}  // namespace detail
+
+void set_compile_logs(const std::string& topics) {
+  detail::flags().store(detail::parse_topics(topics), std::memory_order_relaxed);
+}
+
+}  // namespace lathe

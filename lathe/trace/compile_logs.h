@@ -1,0 +1,16 @@
+// Compile logs (LATHE_LOGS=recompiles,guards,graph): which topics are on, and the one place that
+// writes them (stderr, one message at a time).
+#pragma once
+
+#include <string>
+
+namespace lathe::detail {
+
+enum class LogTopic : unsigned { kRecompiles = 1, kGuards = 2, kGraph = 4 };
+
+// True when the topic is enabled (LATHE_LOGS at first use, or set_compile_logs).
+bool log_enabled(LogTopic topic);
+// Writes "[lathe.<topic>] <text>" to stderr.
+void log_message(LogTopic topic, const std::string& text);
+
+}  // namespace lathe::detail

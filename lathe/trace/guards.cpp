@@ -1,0 +1,275 @@
+#include "lathe/trace/guards.h"
+
+#include <cstring>
+#include <sstream>
+#include <type_traits>
+
+#include "lathe/core/grad_mode.h"
+#include "lathe/nn/module.h"
+
+namespace lathe::detail {
+
+namespace {
+
+// Real tensors hold inline SymInts, whose representation is the int64 value itself, so the guard
+// program can read sizes and strides in place.
+static_assert(sizeof(SymInt) == sizeof(int64_t) && std::is_standard_layout_v<SymInt>);
+const int64_t* raw_ints(const Shape& s) { return reinterpret_cast<const int64_t*>(s.data()); }
+
+EntryGuards::ArgKind kind_of(const Arg& a) { return static_cast<EntryGuards::ArgKind>(a.index()); }
+
+const char* kind_name(EntryGuards::ArgKind k) {
+  switch (k) {
+    case EntryGuards::ArgKind::kTensor:
+      return "Tensor";
+    case EntryGuards::ArgKind::kInt:
+      return "int";
+    case EntryGuards::ArgKind::kDouble:
+      return "double";
+    case EntryGuards::ArgKind::kBool:
+      return "bool";
+  }
+  return "?";
+}
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::kContiguous:
+      return "contiguous";
+    case Layout::kChannelsLast:
+      return "channels_last";
+    case Layout::kStrided:
+      return "strided";
+  }
+  return "?";
+}
+
+std::string scalar_string(const Arg& a) {
+  std::ostringstream os;
+  if (auto* i = std::get_if<int64_t>(&a)) os << *i;
+  if (auto* d = std::get_if<double>(&a)) os << *d;
+  if (auto* b = std::get_if<bool>(&a)) os << (*b ? "true" : "false");
+  return os.str();
+}
+
+bool same_scalar(const Arg& a, const Arg& b) {
+  if (a.index() != b.index()) return false;
+  if (auto* d = std::get_if<double>(&a)) {
+    // Bitwise, so NaN hits and 0.0 / -0.0 are told apart.
+    double e = std::get<double>(b);
+    return std::memcmp(d, &e, sizeof(double)) == 0;
+  }
+  if (auto* i = std::get_if<int64_t>(&a)) return *i == std::get<int64_t>(b);
+  if (auto* v = std::get_if<bool>(&a)) return *v == std::get<bool>(b);
+  return false;  // tensors are not scalars
+}
+
+const Tensor& tensor_arg(const std::vector<Arg>& args, int32_t i) {
+  return *std::get_if<Tensor>(&args[i]);
+}
+
+int32_t first_alias(const std::vector<Arg>& args, size_t i) {
+  const Tensor* t = std::get_if<Tensor>(&args[i]);
+  if (!t || !t->defined()) return -1;
+  for (size_t j = 0; j < i; ++j) {
+    const Tensor* u = std::get_if<Tensor>(&args[j]);
+    if (u && u->is_same(*t)) return static_cast<int32_t>(j);
+  }
+  return -1;
+}
+
+bool layout_matches(const EntryGuards::TensorCheck& c, const Tensor& t) {
+  if (c.layout == Layout::kStrided) {
+    for (int32_t d = 0; d < c.rank; ++d)
+      if (t.strides()[d].maybe_int() != c.strides[d]) return false;
+    return layout_of(t) == Layout::kStrided;
+  }
+  return layout_of(t) == c.layout;
+}
+
+}  // namespace
+
+void make_arg_views(const std::vector<Arg>& args, sym::ArgView* out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (const Tensor* t = std::get_if<Tensor>(&args[i]); t && t->defined()) {
+      out[i] = sym::ArgView::tensor(raw_ints(t->sizes()), raw_ints(t->strides()), t->dim());
+    } else if (const int64_t* v = std::get_if<int64_t>(&args[i])) {
+      out[i] = sym::ArgView::integer(*v);
+    } else {
+      out[i] = sym::ArgView{};
+    }
+  }
+}
+
+void EntryGuards::record_call(const std::vector<Arg>& args) {
+  grad_enabled_ = GradMode::is_enabled();
+  for (size_t i = 0; i < args.size(); ++i) {
+    kinds_.push_back(kind_of(args[i]));
+    alias_of_.push_back(first_alias(args, i));
+    if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
+      LATHE_CHECK(t->defined(), "[compile] argument ", i, " is an undefined tensor");
+      TensorCheck c;
+      c.arg = static_cast<int32_t>(i);
+      c.dtype = t->dtype();
+      c.device = t->device();
+      c.rank = static_cast<int32_t>(t->dim());
+      c.requires_grad = t->requires_grad();
+      c.layout = layout_of(*t);
+      if (c.layout == Layout::kStrided) c.strides = t->int_strides();
+      tensors_.push_back(std::move(c));
+    } else {
+      scalars_.emplace_back(static_cast<int32_t>(i), args[i]);
+    }
+  }
+}
+
+void EntryGuards::record_module(std::shared_ptr<nn::Module> module, std::string path) {
+  ModuleCheck c;
+  c.module = module.get();
+  c.version = module->structure_version();
+  c.training = module->is_training();
+  c.path = std::move(path);
+  modules_.push_back(std::move(c));
+  keep_alive_.push_back(std::move(module));
+}
+
+GuardFailure EntryGuards::check(const std::vector<Arg>& args,
+                                std::span<const sym::ArgView> views) const {
+  using S = GuardFailure::Stage;
+  if (args.size() != kinds_.size()) return {S::kArgCount, 0};
+  for (size_t i = 0; i < args.size(); ++i)
+    if (kind_of(args[i]) != kinds_[i]) return {S::kArgKind, static_cast<int32_t>(i)};
+  for (const TensorCheck& c : tensors_) {
+    const Tensor& t = tensor_arg(args, c.arg);
+    if (!t.defined() || t.dtype() != c.dtype || !(t.device() == c.device) || t.dim() != c.rank ||
+        t.requires_grad() != c.requires_grad || !layout_matches(c, t))
+      return {S::kTensor, c.arg};
+  }
+  for (size_t i = 0; i < args.size(); ++i)
+    if (kinds_[i] == ArgKind::kTensor && first_alias(args, i) != alias_of_[i])
+      return {S::kAlias, static_cast<int32_t>(i)};
+  for (const auto& [i, v] : scalars_)
+    if (!same_scalar(args[i], v)) return {S::kScalar, i};
+  if (GradMode::is_enabled() != grad_enabled_) return {S::kGradMode, 0};
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    const ModuleCheck& m = modules_[i];
+    if (m.module->structure_version() != m.version || m.module->is_training() != m.training)
+      return {S::kModule, static_cast<int32_t>(i)};
+  }
+  sym::GuardCheck r = program_.check(views);
+  if (!r.ok()) return {S::kProgram, r.failed};
+  return {};
+}
+
+std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const sym::ArgView> views,
+                                 GuardFailure f) const {
+  using S = GuardFailure::Stage;
+  std::ostringstream os;
+  switch (f.stage) {
+    case S::kNone:
+      return "all guards passed";
+    case S::kArgCount:
+      os << "guard failed: len(args) == " << kinds_.size() << "; actual: " << args.size();
+      break;
+    case S::kArgKind:
+      os << "guard failed: arg" << f.index << " is " << kind_name(kinds_[f.index])
+         << "; actual: " << kind_name(kind_of(args[f.index]));
+      break;
+    case S::kTensor: {
+      const TensorCheck* c = nullptr;
+      for (const TensorCheck& x : tensors_)
+        if (x.arg == f.index) c = &x;
+      const Tensor& t = tensor_arg(args, f.index);
+      std::string a = "arg" + std::to_string(f.index);
+      os << "guard failed: ";
+      if (t.dtype() != c->dtype) {
+        os << a << ".dtype == " << dtype_name(c->dtype) << "; actual: " << dtype_name(t.dtype());
+      } else if (!(t.device() == c->device)) {
+        os << a << ".device == " << c->device << "; actual: " << t.device();
+      } else if (t.dim() != c->rank) {
+        os << a << ".dim() == " << c->rank << "; actual: " << t.dim();
+      } else if (t.requires_grad() != c->requires_grad) {
+        os << a << ".requires_grad == " << (c->requires_grad ? "true" : "false")
+           << "; actual: " << (t.requires_grad() ? "true" : "false");
+      } else {
+        os << a << " is " << layout_name(c->layout);
+        if (c->layout == Layout::kStrided) os << " with strides " << detail::str(c->strides);
+        os << "; actual: " << layout_name(layout_of(t)) << " with strides "
+           << detail::str(t.int_strides());
+      }
+      break;
+    }
+    case S::kAlias: {
+      int32_t want = alias_of_[f.index], have = first_alias(args, f.index);
+      os << "guard failed: arg" << f.index;
+      if (want >= 0)
+        os << " is arg" << want;
+      else
+        os << " is a distinct tensor";
+      os << " (aliasing as traced); actual: ";
+      if (have >= 0)
+        os << "arg" << f.index << " is arg" << have;
+      else
+        os << "arg" << f.index << " is a distinct tensor";
+      break;
+    }
+    case S::kScalar: {
+      const Arg* want = nullptr;
+      for (const auto& [i, v] : scalars_)
+        if (i == f.index) want = &v;
+      os << "guard failed: arg" << f.index << " == " << scalar_string(*want)
+         << "  # scalar arguments are guarded by value; actual: arg" << f.index << " = "
+         << scalar_string(args[f.index]);
+      break;
+    }
+    case S::kGradMode:
+      os << "guard failed: GradMode::is_enabled() == " << (grad_enabled_ ? "true" : "false")
+         << "; actual: " << (GradMode::is_enabled() ? "true" : "false");
+      break;
+    case S::kModule: {
+      const ModuleCheck& m = modules_[f.index];
+      std::string name = m.path.empty() ? std::string("module") : "module '" + m.path + "'";
+      if (m.module->structure_version() != m.version) {
+        os << "guard failed: " << name << ".structure_version() == " << m.version
+           << "  # a parameter, buffer or submodule was added or replaced; actual: "
+           << m.module->structure_version();
+      } else {
+        os << "guard failed: " << name << ".is_training() == " << (m.training ? "true" : "false")
+           << "; actual: " << (m.module->is_training() ? "true" : "false");
+      }
+      break;
+    }
+    case S::kProgram:
+      os << program_.explain(views, sym::GuardCheck{f.index});
+      break;
+  }
+  return os.str();
+}
+
+std::string EntryGuards::to_string() const {
+  std::ostringstream os;
+  os << "len(args) == " << kinds_.size() << "\n";
+  for (size_t i = 0; i < kinds_.size(); ++i) {
+    if (kinds_[i] != ArgKind::kTensor) continue;
+    const TensorCheck* c = nullptr;
+    for (const TensorCheck& x : tensors_)
+      if (x.arg == static_cast<int32_t>(i)) c = &x;
+    os << "arg" << i << ": Tensor " << dtype_name(c->dtype) << " " << c->device << " dim "
+       << c->rank << " " << layout_name(c->layout);
+    if (c->layout == Layout::kStrided) os << " strides " << detail::str(c->strides);
+    os << " requires_grad=" << (c->requires_grad ? "true" : "false");
+    if (alias_of_[i] >= 0) os << " is arg" << alias_of_[i];
+    os << "\n";
+  }
+  for (const auto& [i, v] : scalars_)
+    os << "arg" << i << " == " << scalar_string(v) << "  # " << kind_name(kinds_[i]) << "\n";
+  os << "GradMode::is_enabled() == " << (grad_enabled_ ? "true" : "false") << "\n";
+  for (const ModuleCheck& m : modules_)
+    os << "module '" << m.path << "' (" << m.module->type_name()
+       << ").structure_version() == " << m.version
+       << ", is_training() == " << (m.training ? "true" : "false") << "\n";
+  os << program_.to_string();
+  return os.str();
+}
+
+}  // namespace lathe::detail

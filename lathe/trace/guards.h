@@ -1,0 +1,84 @@
+// EntryGuards: everything one compile-cache entry assumes about a call, checked before the entry
+// is reused: the arguments' kinds, tensor metadata, aliasing, scalar values, grad mode, the
+// structure of captured modules, and the ShapeEnv's guard program over the sizes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lathe/sym/guard_program.h"
+#include "lathe/trace/compile.h"
+#include "lathe/trace/tracer.h"
+
+namespace lathe::detail {
+
+// The failing check of a call, or none.
+struct GuardFailure {
+  enum class Stage : uint8_t {
+    kNone,
+    kArgCount,
+    kArgKind,
+    kTensor,
+    kAlias,
+    kScalar,
+    kGradMode,
+    kModule,
+    kProgram
+  };
+  Stage stage = Stage::kNone;
+  int32_t index = 0;  // the argument, module or program instruction
+  bool ok() const { return stage == Stage::kNone; }
+};
+
+class EntryGuards {
+ public:
+  enum class ArgKind : uint8_t { kTensor, kInt, kDouble, kBool };
+  struct TensorCheck {
+    int32_t arg = 0;
+    DType dtype = DType::f32;
+    Device device;
+    int32_t rank = 0;
+    bool requires_grad = false;
+    Layout layout = Layout::kContiguous;
+    std::vector<int64_t> strides;  // kStrided: exact strides
+  };
+  struct ModuleCheck {
+    const nn::Module* module = nullptr;
+    uint64_t version = 0;
+    bool training = false;
+    std::string path;
+  };
+
+  // Records what the traced call looked like (everything but the program and the modules).
+  void record_call(const std::vector<Arg>& args);
+  // Records a module of the compiled tree (kept alive by `module`).
+  void record_module(std::shared_ptr<nn::Module> module, std::string path);
+  void set_program(sym::GuardProgram program) { program_ = std::move(program); }
+
+  // Checks a call; `views` are the arguments as the guard program reads them.
+  GuardFailure check(const std::vector<Arg>& args, std::span<const sym::ArgView> views) const;
+  // "guard failed: <printed form>; expected ..., actual ..." for a failure of check().
+  std::string explain(const std::vector<Arg>& args, std::span<const sym::ArgView> views,
+                      GuardFailure f) const;
+  // Every check, one per line (the guard program last).
+  std::string to_string() const;
+
+ private:
+  std::vector<ArgKind> kinds_;
+  std::vector<TensorCheck> tensors_;
+  std::vector<std::pair<int32_t, Arg>> scalars_;
+  std::vector<int32_t> alias_of_;  // per argument: the earlier argument holding the same tensor
+  bool grad_enabled_ = true;
+  std::vector<ModuleCheck> modules_;
+  std::vector<std::shared_ptr<nn::Module>> keep_alive_;
+  sym::GuardProgram program_;
+};
+
+// The guard program's view of a call's arguments (tensors: sizes and strides; ints: value).
+// Writes args.size() views into `out`.
+void make_arg_views(const std::vector<Arg>& args, sym::ArgView* out);
+
+}  // namespace lathe::detail

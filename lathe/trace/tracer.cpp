@@ -1,0 +1,206 @@
+#include "lathe/trace/tracer.h"
+
+#include <algorithm>
+
+namespace lathe::detail {
+
+namespace {
+thread_local Tracer* tls_tracer = nullptr;
+
+std::vector<Tensor> trace_hook(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                               std::vector<TensorMeta>&& metas) {
+  return tls_tracer->record(op, inputs, attrs, std::move(metas));
+}
+
+// True when two sizes are the same without asking the ShapeEnv (no guard): equal constants or
+// the same expression.
+bool same_size(const SymInt& a, const SymInt& b) {
+  if (a.is_symbolic() || b.is_symbolic()) return a.expr() == b.expr();
+  return a.maybe_int() == b.maybe_int();
+}
+
+bool same_shape(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_size(a[i], b[i])) return false;
+  return true;
+}
+
+bool same_strides(const Shape& sizes, const Shape& a, const Shape& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (sizes[i].maybe_int() == 1) continue;  // size-1 dims do not constrain the layout
+    if (!same_size(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+bool fake_is_channels_last(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  if (same_strides(t.sizes(), t.strides(), contiguous_strides(t.sizes()))) return false;
+  return same_strides(t.sizes(), t.strides(), channels_last_strides(t.sizes()));
+}
+
+// Strides of a non-view result. Eager kernels allocate like their inputs (alloc_output and
+// dnnl's layout propagation): a channels-last 4-d input gives channels-last 4-d outputs, anything
+// else row-major. The trace mirrors that so layout-dependent code (view vs reshape) decides alike.
+Shape result_strides(TensorList inputs, const TensorMeta& m) {
+  if (m.sizes.size() == 4) {
+    for (const Tensor& t : inputs) {
+      if (!t.defined() || t.dim() != 4) continue;
+      bool cl =
+          t.has_storage() ? (t.is_channels_last() && !t.is_contiguous()) : fake_is_channels_last(t);
+      if (cl) return channels_last_strides(m.sizes);
+      break;  // the first 4-d input decides
+    }
+  }
+  return contiguous_strides(m.sizes);
+}
+}  // namespace
+
+Layout layout_of(const Tensor& t) {
+  if (t.is_contiguous()) return Layout::kContiguous;
+  if (t.dim() == 4 && t.is_channels_last()) return Layout::kChannelsLast;
+  return Layout::kStrided;
+}
+
+Tracer::Tracer(sym::ShapeEnv& env, ir::Graph& graph,
+               const std::unordered_map<const TensorImpl*, std::string>* names)
+    : env_(env), graph_(graph), names_(names) {}
+
+Tracer::~Tracer() = default;
+
+Tracer::Scope::Scope(Tracer& t)
+    : prev_(tls_tracer), prev_hook_(dispatch_hook()), prev_tracing_(is_tracing()) {
+  tls_tracer = &t;
+  set_dispatch_hook(trace_hook);
+  set_tracing(true);
+}
+
+Tracer::Scope::~Scope() {
+  tls_tracer = prev_;
+  set_dispatch_hook(prev_hook_);
+  set_tracing(prev_tracing_);
+}
+
+Tensor Tracer::make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,
+                         bool requires_grad) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = dtype;
+  impl->device = device;
+  impl->requires_grad = requires_grad;
+  fakes_.push_back(impl);
+  return Tensor(std::move(impl));
+}
+
+Tensor Tracer::add_argument(const Tensor& real, int arg, const std::vector<DimChoice>& dims) {
+  auto it = arg_fakes_.find(real.impl_ptr().get());
+  if (it != arg_fakes_.end()) return it->second;  // the same tensor passed again: one input
+  const int64_t rank = real.dim();
+  Shape sizes(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t hint = real.sizes()[d].expect_int();
+    sym::Source src = sym::Source::size(arg, static_cast<int32_t>(d));
+    sym::DimPolicy policy = sym::DimPolicy::kStatic;
+    if (dims[d].kind == DimChoice::Kind::kDynamic) policy = sym::DimPolicy::kDuck;
+    if (dims[d].kind == DimChoice::Kind::kMarked) {
+      env_.mark_dynamic(src, dims[d].min, dims[d].max);
+      policy = sym::DimPolicy::kDynamic;
+    }
+    sizes[d] = env_.create_symbol(hint, src, policy);
+    sources_.push_back(src);
+    if (sizes[d].is_symbolic() && sizes[d].expr()->is_symbol()) {
+      int64_t id = sizes[d].expr()->value();
+      bool bound = std::any_of(bindings_.begin(), bindings_.end(),
+                               [&](const SymbolBinding& b) { return b.symbol == id; });
+      if (!bound) bindings_.push_back({id, arg, static_cast<int32_t>(d)});
+    }
+  }
+  Shape strides;
+  switch (layout_of(real)) {
+    case Layout::kContiguous:
+      strides = contiguous_strides(sizes);
+      break;
+    case Layout::kChannelsLast:
+      strides = channels_last_strides(sizes);
+      break;
+    case Layout::kStrided:
+      strides = real.strides();  // guarded exactly
+      break;
+  }
+  Tensor fake = make_fake(sizes, strides, 0, real.dtype(), real.device(), real.requires_grad());
+  ir::ValueType type{real.dtype(), real.device(), sizes, strides};
+  ir::InputSource source;
+  source.kind = ir::InputSource::Kind::argument;
+  source.index = arg;
+  source.name = "arg" + std::to_string(arg);
+  ir::Value* v = graph_.add_input(type, source);
+  input_origin_.push_back(arg);
+  bind(fake, v);
+  arg_fakes_.emplace(real.impl_ptr().get(), fake);
+  return fake;
+}
+
+ir::Value* Tracer::find(const Tensor& t) const {
+  auto it = values_.find(t.impl_ptr().get());
+  return it == values_.end() ? nullptr : it->second;
+}
+
+ir::Value* Tracer::value_of(const Tensor& t) {
+  if (ir::Value* v = find(t)) return v;
+  if (!t.has_storage())
+    throw Error(str("[trace] tensor ", t.shape_string(),
+                    " has no data and does not belong to this trace (a traced tensor kept from "
+                    "an earlier call, or a lazy tensor); pass it as an argument instead"));
+  // A concrete tensor reached from inside the function: lifted by reference.
+  const int slot = static_cast<int>(captured_.size());
+  ir::InputSource source;
+  source.kind = ir::InputSource::Kind::captured;
+  source.index = slot;
+  if (names_) {
+    auto n = names_->find(t.impl_ptr().get());
+    if (n != names_->end()) source.name = n->second;
+  }
+  if (source.name.empty()) source.name = "const" + std::to_string(slot);
+  ir::ValueType type{t.dtype(), t.device(), t.sizes(), t.strides()};
+  ir::Value* v = graph_.add_input(type, source);
+  captured_.push_back(t);
+  input_origin_.push_back(-1 - slot);
+  bind(t, v);
+  return v;
+}
+
+std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                                   std::vector<TensorMeta>&& metas) {
+  std::vector<ir::Value*> ins(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined()) ins[i] = value_of(inputs[i]);
+  std::vector<ir::ValueType> types;
+  types.reserve(metas.size());
+  for (const TensorMeta& m : metas)
+    types.push_back({m.dtype, m.device, m.sizes, m.is_view ? m.strides : Shape{}});
+  ir::Node* node = graph_.add_node(op, std::move(ins), attrs, std::move(types));
+  const bool writes_input0 =
+      std::find(op.mutated_inputs.begin(), op.mutated_inputs.end(), 0) != op.mutated_inputs.end();
+  std::vector<Tensor> out;
+  out.reserve(metas.size());
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const TensorMeta& m = metas[i];
+    if (i == 0 && m.is_view && writes_input0 && !inputs.empty()) {
+      // In-place op: eager returns the input itself. Later reads of it see the new value.
+      out.push_back(inputs[0]);
+      bind(inputs[0], node->output(0));
+      continue;
+    }
+    Shape strides = m.is_view ? m.strides : result_strides(inputs, m);
+    Tensor fake =
+        make_fake(m.sizes, std::move(strides), m.is_view ? m.offset : 0, m.dtype, m.device, false);
+    bind(fake, node->output(i));
+    out.push_back(std::move(fake));
+  }
+  return out;
+}
+
+}  // namespace lathe::detail

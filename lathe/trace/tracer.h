@@ -1,0 +1,96 @@
+// Tracer: records every op dispatched on the current thread into an ir::Graph, running on fake
+// tensors (metadata only, symbolic sizes from a ShapeEnv). Internal to lathe::compile.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lathe/core/tensor.h"
+#include "lathe/ir/graph.h"
+#include "lathe/ops/op_def.h"
+#include "lathe/sym/shape_env.h"
+
+namespace lathe::detail {
+
+// How one dim of a tensor argument is traced.
+struct DimChoice {
+  enum class Kind : uint8_t { kStatic, kDynamic, kMarked };
+  Kind kind = Kind::kStatic;
+  int64_t min = 2, max = INT64_MAX;  // kMarked: the mark_dynamic range
+};
+
+// The memory layout a tensor argument is traced with (and guarded on).
+enum class Layout : uint8_t { kContiguous, kChannelsLast, kStrided };
+Layout layout_of(const Tensor& t);
+
+// A size symbol and the argument slot that binds it at call time.
+struct SymbolBinding {
+  int64_t symbol = 0;  // the symbol's id in the ShapeEnv
+  int32_t arg = 0;
+  int32_t dim = 0;
+};
+
+class Tracer {
+ public:
+  // `names` maps parameter and buffer tensors to their module paths (may be null).
+  Tracer(sym::ShapeEnv& env, ir::Graph& graph,
+         const std::unordered_map<const TensorImpl*, std::string>* names);
+  ~Tracer();
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // The fake tensor standing for argument `arg` (a new graph input), with sizes made symbolic
+  // per `dims`. The same real tensor passed twice gets the same fake and graph input.
+  Tensor add_argument(const Tensor& real, int arg, const std::vector<DimChoice>& dims);
+
+  // Installs the dispatch hook on this thread until the returned scope ends.
+  class Scope {
+   public:
+    explicit Scope(Tracer& t);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Tracer* prev_;
+    DispatchHook prev_hook_;
+    bool prev_tracing_;
+  };
+
+  // The graph value of a tensor met while tracing: a fake of this trace, or a concrete tensor
+  // lifted as a captured graph input (by reference).
+  ir::Value* value_of(const Tensor& t);
+  // The value a tensor maps to, or null (no lifting).
+  ir::Value* find(const Tensor& t) const;
+
+  // Concrete tensors lifted as graph inputs, in capture-slot order (after the arguments).
+  const std::vector<Tensor>& captured() const { return captured_; }
+  // For each graph input in order: the argument index, or -1 - capture slot.
+  const std::vector<int>& input_origin() const { return input_origin_; }
+  const std::vector<SymbolBinding>& bindings() const { return bindings_; }
+  const std::vector<sym::Source>& sources() const { return sources_; }
+
+  std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                             std::vector<TensorMeta>&& metas);
+
+ private:
+  Tensor make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,
+                   bool requires_grad);
+  void bind(const Tensor& t, ir::Value* v) { values_[t.impl_ptr().get()] = v; }
+
+  sym::ShapeEnv& env_;
+  ir::Graph& graph_;
+  const std::unordered_map<const TensorImpl*, std::string>* names_;
+  std::unordered_map<const TensorImpl*, ir::Value*> values_;
+  std::unordered_map<const TensorImpl*, Tensor> arg_fakes_;  // real argument -> its fake
+  std::vector<std::shared_ptr<TensorImpl>> fakes_;           // keeps the keys above alive
+  std::vector<Tensor> captured_;
+  std::vector<int> input_origin_;
+  std::vector<SymbolBinding> bindings_;
+  std::vector<sym::Source> sources_;
+};
+
+}  // namespace lathe::detail

@@ -1,0 +1,160 @@
+// The model zoo compiled with the interpreter backend: outputs equal eager (eval, batch 2, two
+// calls with different inputs), BatchNorm state in train mode, bert with automatic dynamic
+// sequence lengths, and one compiled model called from two threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "lathe/models/registry.h"
+#include "lathe/trace/compile.h"
+#include "test_util.h"
+
+using namespace lathe;
+using namespace lathe::models;
+using lathe::test::same_values;
+
+namespace {
+
+BertConfig small_bert() {
+  BertConfig c;
+  c.vocab_size = 100;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position_embeddings = 256;
+  return c;
+}
+
+ViTConfig small_vit() {
+  ViTConfig c;
+  c.img_size = 32;
+  c.patch_size = 8;
+  c.depth = 2;
+  c.embed_dim = 64;
+  c.num_heads = 4;
+  c.num_classes = 10;
+  return c;
+}
+
+std::shared_ptr<ModelSpec> small_model(const std::string& name, uint64_t seed) {
+  ModelOptions mo;
+  mo.seed = seed;
+  mo.num_classes = 10;
+  if (name == "bert") mo.bert = small_bert();
+  if (name == "vit") mo.vit = small_vit();
+  return create_model(name, mo);
+}
+
+std::vector<Tensor> small_inputs(const std::string& name, int64_t batch, uint64_t seed,
+                                 int64_t seq_len = 12, int64_t image = 64) {
+  InputOptions io;
+  io.image_size = image;
+  io.seq_len = seq_len;
+  if (name == "bert") io.bert = small_bert();
+  if (name == "vit") io.vit = small_vit();
+  return default_inputs(name, batch, seed, io);
+}
+
+::testing::AssertionResult all_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                                    double tol = 0.0) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " outputs";
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto r = same_values(a[i], b[i], tol);
+    if (!r) return r << " (output " << i << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class CompiledModel : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(CompiledModel, EqualsEagerInEvalTwice) {
+  const std::string name = GetParam();
+  auto spec = small_model(name, 1);
+  auto f = compile(spec->module);
+  for (uint64_t seed : {7, 8}) {
+    auto in = small_inputs(name, 2, seed);
+    auto want = spec->forward(in);
+    auto got = f(in);
+    EXPECT_TRUE(all_same(got, want)) << name << " seed " << seed;
+  }
+  EXPECT_EQ(f.stats().compiles, 1) << name;
+  EXPECT_EQ(f.stats().hits, 1) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CompiledModel,
+                         ::testing::Values("resnet18", "resnet50", "resnext50_32x4d", "alexnet",
+                                           "vgg16", "mobilenet_v2", "mnasnet1_0", "squeezenet1_1",
+                                           "bert", "vit"));
+
+class CompiledTrainMode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CompiledTrainMode, BatchNormStateMatchesEager) {
+  const std::string name = GetParam();
+  auto eager = small_model(name, 2);
+  auto compiled = small_model(name, 2);
+  eager->module->train();
+  compiled->module->train();
+  auto f = compile(compiled->module);
+  for (uint64_t i = 0; i < 3; ++i) {
+    auto in = small_inputs(name, 2, 40 + i, 12, 32);
+    auto want = eager->forward(in);
+    auto got = f(in);
+    EXPECT_TRUE(all_same(got, want, 1e-5)) << name << " call " << i;
+  }
+  EXPECT_EQ(f.stats().compiles, 1);
+  auto want_buffers = eager->module->named_buffers();
+  auto got_buffers = compiled->module->named_buffers();
+  ASSERT_EQ(want_buffers.size(), got_buffers.size());
+  for (size_t i = 0; i < want_buffers.size(); ++i)
+    EXPECT_TRUE(same_values(got_buffers[i].second, want_buffers[i].second, 1e-6))
+        << name << " " << want_buffers[i].first;
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CompiledTrainMode, ::testing::Values("resnet18", "mobilenet_v2"));
+
+TEST(CompiledBert, AutoDynamicSequenceLengthsCompileAtMostTwice) {
+  auto spec = small_model("bert", 3);
+  auto f = compile(spec->module);  // auto
+  for (int64_t seq = 16; seq <= 256; seq += 16) {
+    auto in = small_inputs("bert", 2, 100 + seq, seq);
+    auto want = spec->forward(in);
+    auto got = f(in);
+    EXPECT_TRUE(all_same(got, want)) << "seq " << seq;
+  }
+  EXPECT_LE(f.stats().compiles, 2) << f.last_recompile_reason();
+  EXPECT_EQ(f.stats().eager_calls, 0);
+}
+
+TEST(CompiledResnet, TwoThreadsFiftyCallsEachEqualEager) {
+  auto spec = small_model("resnet18", 4);
+  auto f = compile(spec->module);
+  std::vector<std::vector<Tensor>> inputs;
+  std::vector<std::vector<Tensor>> want;
+  for (uint64_t s = 0; s < 4; ++s) {
+    inputs.push_back(small_inputs("resnet18", 2, 200 + s, 12, 32));
+    want.push_back(spec->forward(inputs.back()));
+  }
+  std::atomic<int> mismatches{0}, errors{0};
+  auto worker = [&](int t) {
+    for (int i = 0; i < 50; ++i) {
+      size_t k = static_cast<size_t>(i + t) % inputs.size();
+      try {
+        if (!all_same(f(inputs[k]), want[k])) ++mismatches;
+      } catch (const std::exception&) {
+        ++errors;
+      }
+    }
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(f.stats().compiles, 1);
+  EXPECT_EQ(f.stats().calls, 100);
+}
