@@ -49,14 +49,13 @@ bool Tensor::is_contiguous() const {
 
 bool Tensor::is_channels_last() const {
   if (dim() != 4) return false;
-  auto sz = shape();
-  auto st = int_strides();
   const int order[4] = {1, 3, 2, 0};  // innermost first: C, W, H, N
-  int64_t expected = 1;
+  SymInt expected = 1;
   for (int i : order) {
-    if (sz[i] == 1) continue;
-    if (st[i] != expected) return false;
-    expected *= sz[i];
+    const SymInt& s = impl_->sizes[i];
+    if (s == 1) continue;
+    if (impl_->strides[i] != expected) return false;
+    expected = expected * s;
   }
   return true;
 }
