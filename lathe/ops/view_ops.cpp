@@ -66,7 +66,8 @@ bool is_concrete(const Shape& s) {
 // Concrete values of a shape, specializing symbolic ones (with a guard naming `why`).
 std::vector<int64_t> specialize(const Shape& s, const char* why) {
   std::vector<int64_t> r(s.size());
-  for (size_t i = 0; i < s.size(); ++i) r[i] = s[i].is_symbolic() ? s[i].guard_int(why) : *s[i].maybe_int();
+  for (size_t i = 0; i < s.size(); ++i)
+    r[i] = s[i].is_symbolic() ? s[i].guard_int(why) : *s[i].maybe_int();
   return r;
 }
 
@@ -107,11 +108,13 @@ std::optional<Shape> view_strides(const std::vector<int64_t>& old_sz,
 }
 
 // Strides of x viewed as `sizes`, if possible without a copy. Symbolic shapes: a contiguous
-// input views with row-major strides; anything else is specialized to concrete sizes.
-std::optional<Shape> view_strides_of(const Tensor& x, const Shape& sizes) {
+// input views with row-major strides; anything else is specialized to concrete sizes when
+// `specialize` is set (an explicit view), else reported as not viewable (reshape copies).
+std::optional<Shape> view_strides_of(const Tensor& x, const Shape& sizes, bool may_specialize) {
   if (is_concrete(x.sizes()) && is_concrete(x.strides()) && is_concrete(sizes))
     return view_strides(x.shape(), x.int_strides(), to_ints(sizes));
   if (x.is_contiguous()) return contiguous_strides(sizes);
+  if (!may_specialize) return std::nullopt;
   auto st = view_strides(specialize(x.sizes(), "[view] non-contiguous input"),
                          specialize(x.strides(), "[view] non-contiguous input"),
                          specialize(sizes, "[view] non-contiguous input"));
@@ -121,7 +124,7 @@ std::optional<Shape> view_strides_of(const Tensor& x, const Shape& sizes) {
 std::vector<TensorMeta> view_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
   Shape sizes = infer_size(a.get_shape("size"), shape_numel(x.sizes()), "view", x);
-  auto st = view_strides_of(x, sizes);
+  auto st = view_strides_of(x, sizes, true);
   LATHE_CHECK(st.has_value(), "[view] cannot view ", x.shape_string(), " with strides ",
               x.strides(), " as shape ", sizes,
               " without a copy (the dims span non-contiguous memory); use reshape()");
@@ -302,7 +305,7 @@ void register_view_ops(OpRegistry& r) {
 
 bool can_view(const Tensor& x, const Shape& sizes) {
   Shape s = infer_size(sizes, shape_numel(x.sizes()), "reshape", x);
-  return view_strides_of(x, s).has_value();
+  return view_strides_of(x, s, false).has_value();
 }
 }  // namespace detail
 
