@@ -35,8 +35,15 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   return cache_->call(std::vector<Arg>(args.begin(), args.end()));
 }
 
+std::vector<Tensor> CompiledFunction::operator()(std::initializer_list<Tensor> args) const {
+  return cache_->call(std::vector<Arg>(args.begin(), args.end()));
+}
+
 CompileStats CompiledFunction::stats() const { return cache_->stats(); }
 size_t CompiledFunction::num_entries() const { return cache_->num_entries(); }
+int CompiledFunction::check_guards(const std::vector<Arg>& args) const {
+  return cache_->check_guards(args);
+}
 std::string CompiledFunction::last_recompile_reason() const {
   return cache_->last_recompile_reason();
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -69,9 +70,14 @@ class CompiledFunction {
 
   std::vector<Tensor> operator()(const std::vector<Arg>& args) const;
   std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
+  // f({x, y}) with tensors only.
+  std::vector<Tensor> operator()(std::initializer_list<Tensor> args) const;
 
   CompileStats stats() const;
   size_t num_entries() const;
+  // Runs only the guards: the index of the entry a call with `args` would use, or -1 (a miss).
+  // Executes nothing and changes no state (for benchmarks and tools).
+  int check_guards(const std::vector<Arg>& args) const;
   // Why the last recompile (or eager fallback) happened: the failing guard of the most recently
   // used entry, its printed form, and expected vs actual ("" before any recompile).
   std::string last_recompile_reason() const;

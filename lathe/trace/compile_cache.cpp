@@ -325,6 +325,14 @@ size_t CompileCache::num_entries() const {
   return entries_.size();
 }
 
+int CompileCache::check_guards(const std::vector<Arg>& args) const {
+  ArgViews views(args);
+  std::shared_lock lock(mu_);
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i]->guards.check(args, views.span()).ok()) return static_cast<int>(i);
+  return -1;
+}
+
 std::string CompileCache::last_recompile_reason() const {
   std::shared_lock lock(mu_);
   return last_reason_;

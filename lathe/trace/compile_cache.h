@@ -49,6 +49,7 @@ class CompileCache {
 
   CompileStats stats() const;
   size_t num_entries() const;
+  int check_guards(const std::vector<Arg>& args) const;
   std::string last_recompile_reason() const;
   std::string graph_string(size_t i) const;
   std::string guards_string(size_t i) const;

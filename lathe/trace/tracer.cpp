@@ -19,13 +19,6 @@ bool same_size(const SymInt& a, const SymInt& b) {
   return a.maybe_int() == b.maybe_int();
 }
 
-bool same_shape(const Shape& a, const Shape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!same_size(a[i], b[i])) return false;
-  return true;
-}
-
 bool same_strides(const Shape& sizes, const Shape& a, const Shape& b) {
   for (size_t i = 0; i < a.size(); ++i) {
     if (sizes[i].maybe_int() == 1) continue;  // size-1 dims do not constrain the layout
@@ -177,10 +170,24 @@ std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Att
   std::vector<ir::Value*> ins(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined()) ins[i] = value_of(inputs[i]);
+  // Views and rules that fix the layout (dnnl ops) give strides; for the rest the trace mirrors
+  // the eager allocation. Value types record them: layout-dependent decisions (view or copy)
+  // were taken on them.
+  std::vector<Shape> strides(metas.size());
   std::vector<ir::ValueType> types;
   types.reserve(metas.size());
-  for (const TensorMeta& m : metas)
-    types.push_back({m.dtype, m.device, m.sizes, m.is_view ? m.strides : Shape{}});
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const TensorMeta& m = metas[i];
+    if (m.is_view || m.strides.size() == m.sizes.size())
+      strides[i] = m.strides;
+    else if (op.name == "clone" && attrs.get_string("memory_format") != "preserve")
+      strides[i] = attrs.get_string("memory_format") == "channels_last"
+                       ? channels_last_strides(m.sizes)
+                       : contiguous_strides(m.sizes);
+    else
+      strides[i] = result_strides(inputs, m);
+    types.push_back({m.dtype, m.device, m.sizes, strides[i]});
+  }
   ir::Node* node = graph_.add_node(op, std::move(ins), attrs, std::move(types));
   const bool writes_input0 =
       std::find(op.mutated_inputs.begin(), op.mutated_inputs.end(), 0) != op.mutated_inputs.end();
@@ -194,9 +201,8 @@ std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Att
       bind(inputs[0], node->output(0));
       continue;
     }
-    Shape strides = m.is_view ? m.strides : result_strides(inputs, m);
-    Tensor fake =
-        make_fake(m.sizes, std::move(strides), m.is_view ? m.offset : 0, m.dtype, m.device, false);
+    Tensor fake = make_fake(m.sizes, std::move(strides[i]), m.is_view ? m.offset : 0, m.dtype,
+                            m.device, false);
     bind(fake, node->output(i));
     out.push_back(std::move(fake));
   }

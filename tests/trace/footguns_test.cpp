@@ -70,7 +70,7 @@ TEST(Footguns, InPlaceUpdateOfAnInputLandsInTheCallersTensor) {
   auto fn = [](const std::vector<Tensor>& in) {
     Tensor x = in[0];
     add_(x, in[1]);  // x += y
-    return mul(x, 2.0);
+    return std::vector<Tensor>{mul(x, 2.0)};
   };
   auto f = compile(fn);
   for (uint64_t seed = 0; seed < 3; ++seed) {
@@ -142,7 +142,7 @@ TEST(Footguns, InputPassedTwiceIsOneGraphInputWithAnAliasGuard) {
   auto fn = [](const std::vector<Tensor>& in) {
     Tensor a = in[0];
     add_(a, 1.0 * ones({3}));  // writes a; when b is the same tensor, b sees it
-    return mul(in[1], 2.0);
+    return std::vector<Tensor>{mul(in[1], 2.0)};
   };
   auto f = compile(fn);
   Tensor x = randn_seeded({3}, 1);
