@@ -162,3 +162,14 @@ TEST(CompiledResnet, TwoThreadsFiftyCallsEachEqualEager) {
   EXPECT_EQ(f.stats().compiles, 1);
   EXPECT_EQ(f.stats().calls, 100);
 }
+
+TEST(CompiledResnet, AutoDynamicBatchCompilesTwice) {
+  auto spec = small_model("resnet18", 5);
+  auto f = compile(spec->module);
+  for (int64_t batch : {2, 3, 4, 5}) {
+    auto in = small_inputs("resnet18", batch, 300 + batch, 12, 32);
+    EXPECT_TRUE(all_same(f(in), spec->forward(in))) << "batch " << batch;
+  }
+  EXPECT_EQ(f.stats().compiles, 2) << f.last_recompile_reason();
+  EXPECT_TRUE(lathe::test::contains(f.graph_string(0), "f32[s0,")) << f.graph_string(0);
+}
