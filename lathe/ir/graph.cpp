@@ -276,6 +276,10 @@ void Graph::verify() const {
                 ") is never defined");
   }
   for (const auto& v : values_) {
+    const ValueType& t = v->type();
+    LATHE_CHECK(t.strides.empty() || t.strides.size() == t.sizes.size(), "[ir.verify] value ",
+                value_name(v.get()), " has ", t.sizes.size(), " sizes but ", t.strides.size(),
+                " strides");
     std::vector<const Node*> expected = uses[v.get()];
     std::vector<const Node*> actual(v->users_.begin(), v->users_.end());
     std::sort(expected.begin(), expected.end());

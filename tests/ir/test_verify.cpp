@@ -121,6 +121,12 @@ TEST(Verify, RejectsWrongInputCount) {
   EXPECT_EQ(verify_error(s.g), "[ir.verify] node %2 (relu): the op takes 1 inputs, got 2");
 }
 
+TEST(Verify, RejectsStridesOfAnotherRank) {
+  Small s;
+  s.x->mutable_type().strides = {1};
+  EXPECT_EQ(verify_error(s.g), "[ir.verify] value %0 has 2 sizes but 1 strides");
+}
+
 TEST(Verify, RejectsInconsistentUsers) {
   Small s;
   S::users(*s.x).clear();
