@@ -45,9 +45,8 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
       for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
     } else {
       for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<Out*>(p[0] + i * s[0]) =
-            f(*reinterpret_cast<const In*>(p[1] + i * s[1]),
-              *reinterpret_cast<const In*>(p[2] + i * s[2]));
+        *reinterpret_cast<Out*>(p[0] + i * s[0]) = f(*reinterpret_cast<const In*>(p[1] + i * s[1]),
+                                                     *reinterpret_cast<const In*>(p[2] + i * s[2]));
     }
   });
 }
@@ -58,10 +57,9 @@ void map3(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, 
   LoopPlan plan = make_loop_plan({out, a, b, c});
   run_loop(plan, [&](char** p, const int64_t* s, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<Out*>(p[0] + i * s[0]) =
-          f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
-            *reinterpret_cast<const In*>(p[2] + i * s[2]),
-            *reinterpret_cast<const In*>(p[3] + i * s[3]));
+      *reinterpret_cast<Out*>(p[0] + i * s[0]) = f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
+                                                   *reinterpret_cast<const In*>(p[2] + i * s[2]),
+                                                   *reinterpret_cast<const In*>(p[3] + i * s[3]));
   });
 }
 

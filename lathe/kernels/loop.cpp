@@ -6,8 +6,7 @@ namespace lathe::kernels {
 
 LoopPlan make_loop_plan(const std::vector<Tensor>& ops) {
   LoopPlan plan;
-  LATHE_CHECK(!ops.empty() && ops.size() <= kMaxLoopArgs, "[loop] bad operand count ",
-              ops.size());
+  LATHE_CHECK(!ops.empty() && ops.size() <= kMaxLoopArgs, "[loop] bad operand count ", ops.size());
   const Tensor& out = ops[0];
   std::vector<int64_t> sz = out.shape();
   int nd0 = static_cast<int>(sz.size());
@@ -17,8 +16,8 @@ LoopPlan make_loop_plan(const std::vector<Tensor>& ops) {
   plan.numel = out.numel();
   std::vector<std::vector<int64_t>> st(ops.size());
   for (size_t a = 0; a < ops.size(); ++a) {
-    LATHE_CHECK(ops[a].shape() == sz, "[loop] operand ", a, " has shape ",
-                ops[a].shape_string(), ", expected ", out.shape_string());
+    LATHE_CHECK(ops[a].shape() == sz, "[loop] operand ", a, " has shape ", ops[a].shape_string(),
+                ", expected ", out.shape_string());
     st[a] = ops[a].int_strides();
     int64_t isz = static_cast<int64_t>(itemsize(ops[a].dtype()));
     for (auto& s : st[a]) s *= isz;
@@ -41,8 +40,7 @@ LoopPlan make_loop_plan(const std::vector<Tensor>& ops) {
   std::vector<std::vector<int64_t>> mst(ops.size());
   for (int d : perm) {
     bool merge = !msz.empty();
-    for (size_t a = 0; merge && a < ops.size(); ++a)
-      merge = mst[a].back() == st[a][d] * sz[d];
+    for (size_t a = 0; merge && a < ops.size(); ++a) merge = mst[a].back() == st[a][d] * sz[d];
     if (merge) {
       msz.back() *= sz[d];
       for (size_t a = 0; a < ops.size(); ++a) mst[a].back() = st[a][d];
