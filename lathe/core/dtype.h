@@ -48,25 +48,46 @@ struct DTypeOf<bool> {
 }  // namespace lathe
 
 // Runs a generic lambda body with `scalar_t` bound to the C++ type of dtype `DT`.
-#define LATHE_DISPATCH_ALL(DT, NAME, ...)                                      \
-  [&] {                                                                        \
-    switch (DT) {                                                              \
-      case ::lathe::DType::f32: { using scalar_t = float; return __VA_ARGS__(); }   \
-      case ::lathe::DType::f64: { using scalar_t = double; return __VA_ARGS__(); }  \
-      case ::lathe::DType::i64: { using scalar_t = int64_t; return __VA_ARGS__(); } \
-      case ::lathe::DType::i32: { using scalar_t = int32_t; return __VA_ARGS__(); } \
-      case ::lathe::DType::b8: { using scalar_t = bool; return __VA_ARGS__(); }     \
-    }                                                                          \
-    throw ::lathe::Error(::lathe::detail::str("[", NAME, "] unknown dtype"));  \
+#define LATHE_DISPATCH_ALL(DT, NAME, ...)                                     \
+  [&] {                                                                       \
+    switch (DT) {                                                             \
+      case ::lathe::DType::f32: {                                             \
+        using scalar_t = float;                                               \
+        return __VA_ARGS__();                                                 \
+      }                                                                       \
+      case ::lathe::DType::f64: {                                             \
+        using scalar_t = double;                                              \
+        return __VA_ARGS__();                                                 \
+      }                                                                       \
+      case ::lathe::DType::i64: {                                             \
+        using scalar_t = int64_t;                                             \
+        return __VA_ARGS__();                                                 \
+      }                                                                       \
+      case ::lathe::DType::i32: {                                             \
+        using scalar_t = int32_t;                                             \
+        return __VA_ARGS__();                                                 \
+      }                                                                       \
+      case ::lathe::DType::b8: {                                              \
+        using scalar_t = bool;                                                \
+        return __VA_ARGS__();                                                 \
+      }                                                                       \
+    }                                                                         \
+    throw ::lathe::Error(::lathe::detail::str("[", NAME, "] unknown dtype")); \
   }()
 
-#define LATHE_DISPATCH_FLOATING(DT, NAME, ...)                                                  \
-  [&] {                                                                                         \
-    switch (DT) {                                                                               \
-      case ::lathe::DType::f32: { using scalar_t = float; return __VA_ARGS__(); }                    \
-      case ::lathe::DType::f64: { using scalar_t = double; return __VA_ARGS__(); }                   \
-      default:                                                                                  \
+#define LATHE_DISPATCH_FLOATING(DT, NAME, ...)                                                    \
+  [&] {                                                                                           \
+    switch (DT) {                                                                                 \
+      case ::lathe::DType::f32: {                                                                 \
+        using scalar_t = float;                                                                   \
+        return __VA_ARGS__();                                                                     \
+      }                                                                                           \
+      case ::lathe::DType::f64: {                                                                 \
+        using scalar_t = double;                                                                  \
+        return __VA_ARGS__();                                                                     \
+      }                                                                                           \
+      default:                                                                                    \
         throw ::lathe::Error(::lathe::detail::str("[", NAME, "] dtype ", ::lathe::dtype_name(DT), \
-                                                  " is not supported (needs f32 or f64)"));     \
-    }                                                                                           \
+                                                  " is not supported (needs f32 or f64)"));       \
+    }                                                                                             \
   }()

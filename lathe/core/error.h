@@ -40,7 +40,7 @@ std::string str(const Args&... args) {
 }  // namespace lathe
 
 // Throws lathe::Error with the concatenated message when cond is false.
-#define LATHE_CHECK(cond, ...)                                   \
-  do {                                                           \
+#define LATHE_CHECK(cond, ...)                                            \
+  do {                                                                    \
     if (!(cond)) throw ::lathe::Error(::lathe::detail::str(__VA_ARGS__)); \
   } while (0)

@@ -27,8 +27,14 @@ class SymInt {
   friend constexpr bool operator<=(SymInt a, SymInt b) { return a.v_ <= b.v_; }
   friend constexpr bool operator>(SymInt a, SymInt b) { return a.v_ > b.v_; }
   friend constexpr bool operator>=(SymInt a, SymInt b) { return a.v_ >= b.v_; }
-  SymInt& operator+=(SymInt o) { v_ += o.v_; return *this; }
-  SymInt& operator*=(SymInt o) { v_ *= o.v_; return *this; }
+  SymInt& operator+=(SymInt o) {
+    v_ += o.v_;
+    return *this;
+  }
+  SymInt& operator*=(SymInt o) {
+    v_ *= o.v_;
+    return *this;
+  }
   friend std::ostream& operator<<(std::ostream& os, SymInt s) { return os << s.v_; }
 
  private:

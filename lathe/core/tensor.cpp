@@ -25,8 +25,8 @@ SymInt shape_numel(const Shape& s) {
 
 static int64_t wrap_dim(int64_t d, int64_t ndim, const char* who) {
   int64_t r = d < 0 ? d + ndim : d;
-  LATHE_CHECK(r >= 0 && r < ndim, "[", who, "] dim ", d, " is out of range for a tensor of ",
-              ndim, " dims");
+  LATHE_CHECK(r >= 0 && r < ndim, "[", who, "] dim ", d, " is out of range for a tensor of ", ndim,
+              " dims");
   return r;
 }
 
@@ -158,9 +158,12 @@ std::string Tensor::to_string() const {
   bool fp = is_floating(dtype());
   std::function<void(size_t, int64_t, int)> rec = [&](size_t d, int64_t base, int indent) {
     if (d == sz.size()) {
-      if (fp) os << std::setprecision(6) << v[base];
-      else if (dtype() == DType::b8) os << (v[base] != 0 ? "true" : "false");
-      else os << static_cast<int64_t>(v[base]);
+      if (fp)
+        os << std::setprecision(6) << v[base];
+      else if (dtype() == DType::b8)
+        os << (v[base] != 0 ? "true" : "false");
+      else
+        os << static_cast<int64_t>(v[base]);
       return;
     }
     int64_t inner = 1;
@@ -173,8 +176,10 @@ std::string Tensor::to_string() const {
       }
       if (i > 0 && !(sz[d] > 2 * edge && i == sz[d] - edge)) {
         os << ',';
-        if (d + 1 < sz.size()) os << '\n' << std::string(indent + 1, ' ');
-        else os << ' ';
+        if (d + 1 < sz.size())
+          os << '\n' << std::string(indent + 1, ' ');
+        else
+          os << ' ';
       }
       rec(d + 1, base + i * inner, indent + 1);
     }
@@ -210,8 +215,7 @@ Shape channels_last_strides(const Shape& sizes) {
 }
 
 static void check_sizes(const Shape& sizes, const char* who) {
-  for (const SymInt& s : sizes)
-    LATHE_CHECK(s >= 0, "[", who, "] negative size in shape ", sizes);
+  for (const SymInt& s : sizes) LATHE_CHECK(s >= 0, "[", who, "] negative size in shape ", sizes);
 }
 
 Tensor empty_strided(const Shape& sizes, const Shape& strides, DType dtype) {
@@ -320,8 +324,8 @@ Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, DType dty
   int64_t span = 1;
   for (size_t i = 0; i < sizes.size(); ++i)
     span += (sizes[i].expect_int() - 1) * strides[i].expect_int();
-  impl->storage = Storage::wrap(data, static_cast<size_t>(std::max<int64_t>(span, 0)) *
-                                          itemsize(dtype), std::move(release));
+  impl->storage = Storage::wrap(
+      data, static_cast<size_t>(std::max<int64_t>(span, 0)) * itemsize(dtype), std::move(release));
   impl->sizes = sizes;
   impl->strides = strides;
   impl->dtype = dtype;

@@ -19,7 +19,7 @@ namespace lathe {
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape sizes;
-  Shape strides;  // in elements
+  Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = DType::f32;
   Device device;
@@ -102,7 +102,7 @@ class Tensor {
   Tensor contiguous() const;  // self when already contiguous
   // NHWC memory order for a 4-d tensor (self when already channels-last).
   Tensor to_channels_last() const;
-  Tensor clone() const;  // fresh contiguous copy
+  Tensor clone() const;       // fresh contiguous copy
   Tensor to(DType dt) const;  // self when already dt
   Tensor to(Device d) const;
   // Copies src (broadcast to this shape, converting dtype) into this tensor in place.

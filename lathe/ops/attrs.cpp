@@ -39,10 +39,14 @@ std::string Attrs::to_string() const {
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, bool>) os << (x ? "true" : "false");
-          else if constexpr (std::is_same_v<T, Shape>) os << detail::str(x);
-          else if constexpr (std::is_same_v<T, std::string>) os << '"' << x << '"';
-          else os << x;
+          if constexpr (std::is_same_v<T, bool>)
+            os << (x ? "true" : "false");
+          else if constexpr (std::is_same_v<T, Shape>)
+            os << detail::str(x);
+          else if constexpr (std::is_same_v<T, std::string>)
+            os << '"' << x << '"';
+          else
+            os << x;
         },
         v);
   }

@@ -18,8 +18,8 @@ std::vector<TensorMeta> clone_rule(TensorList in, const Attrs& a) {
   const std::string& fmt = a.get_string("memory_format");
   LATHE_CHECK(fmt == "contiguous" || fmt == "channels_last" || fmt == "preserve",
               "[clone] unknown memory_format '", fmt, "'");
-  LATHE_CHECK(fmt != "channels_last" || x.dim() == 4, "[clone] channels_last needs a 4-d tensor, got ",
-              x.shape_string());
+  LATHE_CHECK(fmt != "channels_last" || x.dim() == 4,
+              "[clone] channels_last needs a 4-d tensor, got ", x.shape_string());
   TensorMeta m;
   m.sizes = x.sizes();
   m.dtype = a.has("dtype") ? a.get_dtype("dtype") : x.dtype();

@@ -22,8 +22,8 @@ ShapeRule binary_rule(const char* name, BinKind kind) {
   return [name, kind](TensorList in, const Attrs&) {
     Shape s = broadcast_shapes(in[0].sizes(), in[1].sizes(), name);
     DType d = binary_compute_dtype(in[0].dtype(), in[1].dtype(), kind);
-    LATHE_CHECK(in[0].device() == in[1].device(), "[", name, "] inputs are on different devices: ",
-                in[0].device(), " and ", in[1].device());
+    LATHE_CHECK(in[0].device() == in[1].device(), "[", name,
+                "] inputs are on different devices: ", in[0].device(), " and ", in[1].device());
     return std::vector<TensorMeta>{
         result_meta(s, kind == BinKind::compare ? DType::b8 : d, in[0].device())};
   };
@@ -41,7 +41,8 @@ EagerKernel binary_kernel(const char* name, BinKind kind, F f) {
     LATHE_DISPATCH_ALL(cd, name, [&] {
       using T = scalar_t;
       if (kind == BinKind::compare) {
-        kernels::map2<bool, T>(out, a, b, [&](T x, T y) { return static_cast<bool>(f(x, y, T())); });
+        kernels::map2<bool, T>(out, a, b,
+                               [&](T x, T y) { return static_cast<bool>(f(x, y, T())); });
       } else if constexpr (std::is_same_v<T, bool>) {
         // bool arithmetic runs on ints: add is logical or, mul logical and.
         int al = alpha != 0 ? 1 : 0;
@@ -103,8 +104,8 @@ ShapeRule unary_rule(const char* name, UnaryKind kind) {
     DType d = in[0].dtype();
     if (kind == UnaryKind::floating && !is_floating(d)) d = DType::f32;
     if (kind == UnaryKind::keep && d == DType::b8 && std::string(name) != "logical_not")
-      throw Error(detail::str("[", name, "] is not supported for bool tensors: ",
-                              in[0].shape_string()));
+      throw Error(
+          detail::str("[", name, "] is not supported for bool tensors: ", in[0].shape_string()));
     if (std::string(name) == "logical_not") d = DType::b8;
     return std::vector<TensorMeta>{result_meta(in[0].sizes(), d, in[0].device())};
   };
@@ -146,8 +147,8 @@ T fdiv_floor(T x) {
 std::vector<TensorMeta> where_rule(TensorList in, const Attrs&) {
   LATHE_CHECK(in[0].dtype() == DType::b8, "[where] condition must be bool, got ",
               in[0].shape_string());
-  Shape s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes(), "where"),
-                             in[2].sizes(), "where");
+  Shape s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes(), "where"), in[2].sizes(),
+                             "where");
   return {result_meta(s, promote_types(in[1].dtype(), in[2].dtype()), in[1].device())};
 }
 
@@ -168,9 +169,8 @@ std::vector<TensorMeta> inplace_rule(TensorList in, const Attrs&) {
   const Tensor& self = in[0];
   if (in.size() > 1) {
     Shape s = broadcast_shapes(self.sizes(), in[1].sizes(), "add_");
-    LATHE_CHECK(s == self.sizes(), "[add_] other ", in[1].shape_string(),
-                " would broadcast self ", self.shape_string(), " to ", s,
-                "; an in-place op cannot change self's shape");
+    LATHE_CHECK(s == self.sizes(), "[add_] other ", in[1].shape_string(), " would broadcast self ",
+                self.shape_string(), " to ", s, "; an in-place op cannot change self's shape");
     DType d = promote_types(self.dtype(), in[1].dtype());
     LATHE_CHECK(d == self.dtype(), "[add_] result type ", dtype_name(d),
                 " cannot be stored in self of type ", dtype_name(self.dtype()));
@@ -257,7 +257,8 @@ void register_elementwise_ops(OpRegistry& r) {
   add_unary(r, "rsqrt", F, [](auto x, A) { return decltype(x)(1) / std::sqrt(x); });
   add_unary(r, "tanh", F, [](auto x, A) { return std::tanh(x); });
   add_unary(r, "erf", F, [](auto x, A) { return std::erf(x); });
-  add_unary(r, "sigmoid", F, [](auto x, A) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
+  add_unary(r, "sigmoid", F,
+            [](auto x, A) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
   add_unary(r, "silu", F, [](auto x, A) { return x / (decltype(x)(1) + std::exp(-x)); });
   add_unary(r, "relu", K, [](auto x, A) { return x > 0 ? x : decltype(x)(0); });
   add_unary(r, "hardtanh", K, [](auto x, A a) {
@@ -321,7 +322,9 @@ Tensor bin_scalar(const OpDef& op, const Tensor& a, double v, bool swap = false)
   s = s.to(d);
   return swap ? bin(op, s, x) : bin(op, x, s);
 }
-Tensor un(const OpDef& op, const Tensor& x, Attrs attrs = {}) { return dispatch1(op, {&x, 1}, attrs); }
+Tensor un(const OpDef& op, const Tensor& x, Attrs attrs = {}) {
+  return dispatch1(op, {&x, 1}, attrs);
+}
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
@@ -383,8 +386,8 @@ Tensor hardtanh(const Tensor& x, double lo, double hi) {
 Tensor hardswish(const Tensor& x) { return un(LATHE_OP("hardswish"), x); }
 Tensor hardsigmoid(const Tensor& x) { return un(LATHE_OP("hardsigmoid"), x); }
 Tensor gelu(const Tensor& x, const std::string& approximate) {
-  LATHE_CHECK(approximate == "none" || approximate == "tanh", "[gelu] approximate must be 'none' or 'tanh', got '",
-              approximate, "'");
+  LATHE_CHECK(approximate == "none" || approximate == "tanh",
+              "[gelu] approximate must be 'none' or 'tanh', got '", approximate, "'");
   return un(LATHE_OP("gelu"), x, Attrs{{"approximate", approximate}});
 }
 Tensor silu(const Tensor& x) { return un(LATHE_OP("silu"), x); }

@@ -1,7 +1,328 @@
+// Neural-network ops: softmax, log_softmax, layer_norm, batch_norm, dropout, embedding, nll_loss.
+#include <cmath>
+#include <cstring>
+
+#include "lathe/core/random.h"
+#include "lathe/kernels/elementwise.h"
+#include "lathe/kernels/norm.h"
+#include "lathe/kernels/reduce.h"
+#include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
+#include "lathe/ops/shape_util.h"
 
-namespace lathe::detail {
+namespace lathe {
+namespace {
 
-void register_nn_ops(OpRegistry& r) {}
+// ---- softmax / log_softmax ----
+ShapeRule softmax_rule(const char* name) {
+  return [name](TensorList in, const Attrs& a) {
+    const Tensor& x = in[0];
+    wrap_dim(a.get_int("dim"), x.dim(), name);
+    LATHE_CHECK(is_floating(x.dtype()), "[", name, "] needs a floating input, got ",
+                x.shape_string());
+    return std::vector<TensorMeta>{result_meta(x.sizes(), x.dtype(), x.device())};
+  };
+}
 
-}  // namespace lathe::detail
+EagerKernel softmax_kernel(bool log) {
+  return [log](TensorList in, const Attrs& a, const std::vector<TensorMeta>&) {
+    const Tensor& x = in[0];
+    if (x.dim() == 0) {
+      Tensor out = empty({}, x.dtype());
+      out.fill_(log ? 0.0 : 1.0);
+      return std::vector<Tensor>{out};
+    }
+    int64_t d = wrap_dim(a.get_int("dim"), x.dim(), "softmax");
+    Tensor xt = x.transpose(d, -1).contiguous();
+    Tensor out = empty(xt.sizes(), x.dtype());
+    int64_t R = xt.size(-1).expect_int();
+    int64_t M = R ? xt.numel() / R : 0;
+    if (M) kernels::softmax_rows(xt, out, M, R, log);
+    return std::vector<Tensor>{out.transpose(d, -1)};
+  };
+}
+
+// ---- layer_norm (inputs: x, weight, bias) ----
+std::vector<TensorMeta> layer_norm_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  auto ns = a.get_ints("normalized_shape");
+  int64_t k = static_cast<int64_t>(ns.size());
+  LATHE_CHECK(k >= 1 && k <= x.dim(), "[layer_norm] normalized_shape ", ns, " does not fit input ",
+              x.shape_string());
+  for (int64_t i = 0; i < k; ++i)
+    LATHE_CHECK(x.size(x.dim() - k + i) == ns[i], "[layer_norm] normalized_shape ", ns,
+                " does not match the last dims of input ", x.shape_string());
+  LATHE_CHECK(is_floating(x.dtype()), "[layer_norm] needs a floating input, got ",
+              x.shape_string());
+  for (int i = 1; i <= 2; ++i) {
+    if (!in[i].defined()) continue;
+    LATHE_CHECK(in[i].shape() == ns, "[layer_norm] ", i == 1 ? "weight " : "bias ",
+                in[i].shape_string(), " must have shape ", ns);
+    LATHE_CHECK(in[i].dtype() == x.dtype(), "[layer_norm] ", i == 1 ? "weight " : "bias ",
+                in[i].shape_string(), " has a different dtype from input ", x.shape_string());
+  }
+  return {result_meta(x.sizes(), x.dtype(), x.device())};
+}
+
+std::vector<Tensor> layer_norm_kernel(TensorList in, const Attrs& a,
+                                      const std::vector<TensorMeta>&) {
+  Tensor x = in[0].contiguous();
+  auto ns = a.get_ints("normalized_shape");
+  int64_t R = 1;
+  for (int64_t s : ns) R *= s;
+  int64_t M = R ? x.numel() / R : 0;
+  Tensor out = empty(x.sizes(), x.dtype());
+  Tensor w = in[1].defined() ? in[1].contiguous() : Tensor();
+  Tensor b = in[2].defined() ? in[2].contiguous() : Tensor();
+  if (M && R) kernels::layer_norm_rows(x, w, b, out, M, R, a.get_double("eps"));
+  return {out};
+}
+
+// ---- batch_norm (inputs: x, running_mean, running_var, weight, bias) ----
+std::vector<TensorMeta> batch_norm_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  LATHE_CHECK(x.dim() >= 2, "[batch_norm] input must have at least 2 dims (N, C, ...), got ",
+              x.shape_string());
+  LATHE_CHECK(is_floating(x.dtype()), "[batch_norm] needs a floating input, got ",
+              x.shape_string());
+  SymInt c = x.sizes()[1];
+  const char* names[5] = {"input", "running_mean", "running_var", "weight", "bias"};
+  for (int i = 1; i < 5; ++i) {
+    if (!in[i].defined()) continue;
+    LATHE_CHECK(in[i].dim() == 1 && in[i].sizes()[0] == c, "[batch_norm] ", names[i], " ",
+                in[i].shape_string(), " must have shape [", c, "] for input ", x.shape_string());
+  }
+  bool training = a.get_bool("training");
+  LATHE_CHECK(training || (in[1].defined() && in[2].defined()),
+              "[batch_norm] inference needs running_mean and running_var");
+  if (training) {
+    int64_t per_channel = x.numel() / std::max<int64_t>(c.expect_int(), 1);
+    LATHE_CHECK(per_channel > 1,
+                "[batch_norm] training needs more than one value per channel, got input ",
+                x.shape_string());
+  }
+  return {result_meta(x.sizes(), x.dtype(), x.device())};
+}
+
+std::vector<Tensor> batch_norm_kernel(TensorList in, const Attrs& a,
+                                      const std::vector<TensorMeta>&) {
+  const Tensor& x = in[0];
+  const int64_t C = x.size(1).expect_int();
+  const double eps = a.get_double("eps");
+  const bool training = a.get_bool("training");
+  DType dt = x.dtype();
+  Tensor mean, var;  // f64 [C] statistics used to normalize
+  if (training) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    Tensor xd = x.to(DType::f64);
+    mean = kernels::reduce(xd, dims, false, kernels::ReduceKind::mean, DType::f64);
+    var = kernels::reduce(xd, dims, false, kernels::ReduceKind::var, DType::f64, 0);
+    if (in[1].defined() && in[2].defined()) {
+      double m = a.get_double("momentum");
+      double n = static_cast<double>(x.numel() / C);
+      auto pm = mean.to_vector<double>(), pv = var.to_vector<double>();
+      Tensor rm = in[1], rv = in[2];
+      Tensor new_m = empty({C}, DType::f64), new_v = empty({C}, DType::f64);
+      Tensor old_m = rm.to(DType::f64).contiguous(), old_v = rv.to(DType::f64).contiguous();
+      for (int64_t c = 0; c < C; ++c) {
+        new_m.data<double>()[c] = (1 - m) * old_m.data<double>()[c] + m * pm[c];
+        new_v.data<double>()[c] = (1 - m) * old_v.data<double>()[c] + m * pv[c] * n / (n - 1);
+      }
+      kernels::copy(rm, new_m);
+      kernels::copy(rv, new_v);
+    }
+  } else {
+    mean = in[1].to(DType::f64).contiguous();
+    var = in[2].to(DType::f64).contiguous();
+  }
+  // y = x * scale + shift per channel.
+  Tensor scale = empty({C}, DType::f64), shift = empty({C}, DType::f64);
+  Tensor w = in[3].defined() ? in[3].to(DType::f64).contiguous() : Tensor();
+  Tensor b = in[4].defined() ? in[4].to(DType::f64).contiguous() : Tensor();
+  for (int64_t c = 0; c < C; ++c) {
+    double s = 1.0 / std::sqrt(var.data<double>()[c] + eps);
+    if (w.defined()) s *= w.data<double>()[c];
+    double t = (b.defined() ? b.data<double>()[c] : 0.0) - mean.data<double>()[c] * s;
+    scale.data<double>()[c] = s;
+    shift.data<double>()[c] = t;
+  }
+  Shape bshape(x.dim(), 1);
+  bshape[1] = C;
+  Tensor sc = scale.to(dt).view(bshape).expand(x.sizes());
+  Tensor sh = shift.to(dt).view(bshape).expand(x.sizes());
+  Tensor out = alloc_output(x.sizes(), dt, {&x, 1});
+  LATHE_DISPATCH_FLOATING(dt, "batch_norm", [&] {
+    using T = scalar_t;
+    kernels::map3<T, T, T>(out, x, sc, sh, [](T v, T s, T t) { return v * s + t; });
+  });
+  return {out};
+}
+
+// ---- dropout ----
+std::vector<TensorMeta> dropout_rule(TensorList in, const Attrs& a) {
+  double p = a.get_double("p");
+  LATHE_CHECK(p >= 0 && p <= 1, "[dropout] probability must be in [0, 1], got ", p);
+  LATHE_CHECK(is_floating(in[0].dtype()), "[dropout] needs a floating input, got ",
+              in[0].shape_string());
+  return {result_meta(in[0].sizes(), in[0].dtype(), in[0].device())};
+}
+
+std::vector<Tensor> dropout_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&) {
+  const Tensor& x = in[0];
+  double p = a.get_double("p");
+  Tensor out = alloc_output(x.sizes(), x.dtype(), in);
+  if (p == 1.0) {
+    kernels::fill(out, 0.0);
+    return {out};
+  }
+  Tensor u = rand(x.sizes(), DType::f64);
+  double scale = 1.0 / (1.0 - p);
+  LATHE_DISPATCH_FLOATING(x.dtype(), "dropout", [&] {
+    using T = scalar_t;
+    Tensor xd = x;
+    kernels::map2<T, double>(out, xd.to(DType::f64), u, [&](double v, double r) {
+      return static_cast<T>(r < p ? 0.0 : v * scale);
+    });
+  });
+  return {out};
+}
+
+// ---- embedding (inputs: weight, indices) ----
+std::vector<TensorMeta> embedding_rule(TensorList in, const Attrs&) {
+  const Tensor& w = in[0];
+  const Tensor& idx = in[1];
+  LATHE_CHECK(w.dim() == 2, "[embedding] weight must be 2-d [num, dim], got ", w.shape_string());
+  LATHE_CHECK(idx.dtype() == DType::i64 || idx.dtype() == DType::i32,
+              "[embedding] indices must be i64 or i32, got ", idx.shape_string());
+  Shape s = idx.sizes();
+  s.push_back(w.sizes()[1]);
+  return {result_meta(s, w.dtype(), w.device())};
+}
+
+std::vector<Tensor> embedding_kernel(TensorList in, const Attrs&,
+                                     const std::vector<TensorMeta>& m) {
+  Tensor w = in[0].contiguous();
+  Tensor idx = in[1].to(DType::i64).contiguous();
+  const int64_t num = w.size(0).expect_int(), dim = w.size(1).expect_int();
+  const int64_t n = idx.numel();
+  const int64_t* pi = idx.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    LATHE_CHECK(pi[i] >= 0 && pi[i] < num, "[embedding] index ", pi[i],
+                " is out of range for weight ", in[0].shape_string(), " (valid: 0..", num - 1, ")");
+  Tensor out = empty(m[0].sizes, w.dtype());
+  size_t row = static_cast<size_t>(dim) * itemsize(w.dtype());
+  const char* src = static_cast<const char*>(w.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * row, src + pi[i] * row, row);
+  return {out};
+}
+
+// ---- nll_loss (inputs: log_probs [N, C] or [C], target [N] or []) ----
+std::vector<TensorMeta> nll_rule(TensorList in, const Attrs& a) {
+  const Tensor& lp = in[0];
+  const Tensor& t = in[1];
+  LATHE_CHECK(lp.dim() == 1 || lp.dim() == 2, "[nll_loss] input must be [N, C] or [C], got ",
+              lp.shape_string());
+  LATHE_CHECK(is_floating(lp.dtype()), "[nll_loss] input must be floating, got ",
+              lp.shape_string());
+  LATHE_CHECK(t.dtype() == DType::i64 || t.dtype() == DType::i32,
+              "[nll_loss] target must hold class indices (i64), got ", t.shape_string());
+  if (lp.dim() == 2)
+    LATHE_CHECK(t.dim() == 1 && t.sizes()[0] == lp.sizes()[0], "[nll_loss] target ",
+                t.shape_string(), " must be [N] for input ", lp.shape_string());
+  else
+    LATHE_CHECK(t.dim() == 0, "[nll_loss] target ", t.shape_string(), " must be 0-d for input ",
+                lp.shape_string());
+  const std::string& r = a.get_string("reduction");
+  LATHE_CHECK(r == "mean" || r == "sum" || r == "none",
+              "[nll_loss] reduction must be mean, sum or none, got '", r, "'");
+  Shape s = r == "none" ? t.sizes() : Shape{};
+  return {result_meta(s, lp.dtype(), lp.device())};
+}
+
+std::vector<Tensor> nll_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
+  Tensor lp = in[0].dim() == 1 ? in[0].unsqueeze(0) : in[0];
+  Tensor t = (in[1].dim() == 0 ? in[1].unsqueeze(0) : in[1]).to(DType::i64).contiguous();
+  lp = lp.to(DType::f64).contiguous();
+  const int64_t N = lp.size(0).expect_int(), C = lp.size(1).expect_int();
+  const int64_t ignore = a.get_int("ignore_index");
+  const std::string& r = a.get_string("reduction");
+  std::vector<double> per(N, 0.0);
+  double total = 0, count = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    int64_t c = t.data<int64_t>()[i];
+    if (c == ignore) continue;
+    LATHE_CHECK(c >= 0 && c < C, "[nll_loss] target ", c, " is out of range for ", C, " classes");
+    per[i] = -lp.data<double>()[i * C + c];
+    total += per[i];
+    count += 1;
+  }
+  Tensor out;
+  if (r == "none")
+    out = from_vector(per, {N}).view(m[0].sizes);
+  else if (r == "sum")
+    out = full({}, total, DType::f64);
+  else
+    out = full({}, count > 0 ? total / count : std::nan(""), DType::f64);
+  return {out.to(m[0].dtype)};
+}
+
+}  // namespace
+
+namespace detail {
+void register_nn_ops(OpRegistry& r) {
+  r.add(OpDef{"softmax", 1, softmax_rule("softmax"), softmax_kernel(false), {}, {}});
+  r.add(OpDef{"log_softmax", 1, softmax_rule("log_softmax"), softmax_kernel(true), {}, {}});
+  r.add(OpDef{"layer_norm", 3, layer_norm_rule, layer_norm_kernel, {}, {}});
+  r.add(OpDef{"batch_norm", 5, batch_norm_rule, batch_norm_kernel, {}, {1, 2}});
+  r.add(OpDef{"dropout", 1, dropout_rule, dropout_kernel, {}, {}});
+  r.add(OpDef{"embedding", 2, embedding_rule, embedding_kernel, {}, {}});
+  r.add(OpDef{"nll_loss", 2, nll_rule, nll_kernel, {}, {}});
+}
+}  // namespace detail
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return dispatch1(LATHE_OP("softmax"), {&x, 1}, Attrs{{"dim", dim}});
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return dispatch1(LATHE_OP("log_softmax"), {&x, 1}, Attrs{{"dim", dim}});
+}
+Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  Tensor in[3] = {x, weight, bias};
+  return dispatch1(LATHE_OP("layer_norm"), in,
+                   Attrs{{"normalized_shape", to_shape(normalized_shape)}, {"eps", eps}});
+}
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  Tensor in[5] = {x, running_mean, running_var, weight, bias};
+  return dispatch1(LATHE_OP("batch_norm"), in,
+                   Attrs{{"training", training}, {"momentum", momentum}, {"eps", eps}});
+}
+Tensor dropout(const Tensor& x, double p, bool training) {
+  if (!training || p == 0.0) {
+    LATHE_CHECK(p >= 0 && p <= 1, "[dropout] probability must be in [0, 1], got ", p);
+    return x;
+  }
+  return dispatch1(LATHE_OP("dropout"), {&x, 1}, Attrs{{"p", p}});
+}
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  Tensor in[2] = {weight, indices};
+  return dispatch1(LATHE_OP("embedding"), in, Attrs{});
+}
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction,
+                int64_t ignore_index) {
+  Tensor in[2] = {log_probs, target};
+  return dispatch1(LATHE_OP("nll_loss"), in,
+                   Attrs{{"reduction", reduction}, {"ignore_index", ignore_index}});
+}
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction,
+                     int64_t ignore_index) {
+  LATHE_CHECK(logits.dim() == 1 || logits.dim() == 2,
+              "[cross_entropy] input must be [N, C] or [C], got ", logits.shape_string());
+  return nll_loss(log_softmax(logits, logits.dim() - 1), target, reduction, ignore_index);
+}
+
+}  // namespace lathe

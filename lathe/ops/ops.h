@@ -92,8 +92,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::vector<int64_t> output_size);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps);
-Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape,
-                  const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
 
 // ---- softmax, dropout, embedding, losses, attention ----
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -103,8 +103,8 @@ Tensor dropout(const Tensor& x, double p, bool training);
 // Rows of weight [num, dim] picked by integer indices of any shape.
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // reduction: "mean", "sum" or "none"; targets are class indices (i64).
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction = "mean",
-                int64_t ignore_index = -100);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
+                const std::string& reduction = "mean", int64_t ignore_index = -100);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      const std::string& reduction = "mean", int64_t ignore_index = -100);
 // softmax(q k^T * scale + mask) v; q [..., L, E], k [..., S, E], v [..., S, Ev]. mask is bool
@@ -134,8 +134,9 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 // correction 1 = unbiased (torch default).
 Tensor var(const Tensor& x, std::vector<int64_t> dims = {}, int64_t correction = 1,
            bool keepdim = false);
-Tensor std(const Tensor& x, std::vector<int64_t> dims = {}, int64_t correction = 1,
-           bool keepdim = false);
+// Named std_dev since `std` would clash with namespace std under `using namespace lathe`.
+Tensor std_dev(const Tensor& x, std::vector<int64_t> dims = {}, int64_t correction = 1,
+               bool keepdim = false);
 
 // ---- operators ----
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

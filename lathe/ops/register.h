@@ -14,10 +14,10 @@ void register_nn_ops(OpRegistry& r);           // nn_ops.cpp (softmax, norms, dr
 void register_dnnl_ops(OpRegistry& r);         // dnnl_ops.cpp (conv, matmul, linear, pooling)
 
 // Looks up a registered op once and caches the pointer (for the free functions).
-#define LATHE_OP(name_literal)                                                          \
-  ([]() -> const ::lathe::OpDef& {                                                      \
+#define LATHE_OP(name_literal)                                                         \
+  ([]() -> const ::lathe::OpDef& {                                                     \
     static const ::lathe::OpDef& op = ::lathe::OpRegistry::global().get(name_literal); \
-    return op;                                                                          \
+    return op;                                                                         \
   }())
 
 }  // namespace lathe::detail

@@ -15,8 +15,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     } else if (x == 1) {
       out[i] = y;
     } else {
-      throw Error(detail::str("[", op, "] shapes ", a, " and ", b,
-                              " do not broadcast (dim ", i, ": ", x, " vs ", y, ")"));
+      throw Error(detail::str("[", op, "] shapes ", a, " and ", b, " do not broadcast (dim ", i,
+                              ": ", x, " vs ", y, ")"));
     }
   }
   return out;

@@ -300,8 +300,8 @@ Tensor Tensor::narrow(int64_t d, SymInt start, SymInt length) const {
   int64_t dd = wrap(d, dim(), "narrow");
   int64_t n = size(dd).expect_int(), s = start.expect_int(), l = length.expect_int();
   if (s < 0) s += n;
-  LATHE_CHECK(s >= 0 && l >= 0 && s + l <= n, "[narrow] start ", start.expect_int(),
-              " + length ", l, " exceeds dim ", dd, " of size ", n, " in ", shape_string());
+  LATHE_CHECK(s >= 0 && l >= 0 && s + l <= n, "[narrow] start ", start.expect_int(), " + length ",
+              l, " exceeds dim ", dd, " of size ", n, " in ", shape_string());
   return slice(dd, s, s + l, 1);
 }
 

@@ -88,7 +88,9 @@ GuardCheck GuardProgram::check(std::span<const ArgView> inputs) const noexcept {
       case Op::kModEqConst:
         ok = read_ref(c.a, inputs, &x) && detail::try_mod(x, c.lo, &y) && y == c.hi;
         break;
-      case Op::kMaskEqConst: ok = read_ref(c.a, inputs, &x) && (x & c.lo) == c.hi; break;
+      case Op::kMaskEqConst:
+        ok = read_ref(c.a, inputs, &x) && (x & c.lo) == c.hi;
+        break;
       case Op::kExpr:
         ok = eval(c, inputs, &x, &y) && holds(c.rel, x, y);
         break;
@@ -101,39 +103,65 @@ GuardCheck GuardProgram::check(std::span<const ArgView> inputs) const noexcept {
 
 bool GuardProgram::eval(const Code& c, std::span<const ArgView> in, int64_t* x,
                         int64_t* y) const noexcept {
+  // The top of the stack lives in a register; the rest in a fixed array (depth <= kMaxStack).
   int64_t stack[kMaxStack];
   int sp = 0;
-  const Node* nodes = nodes_.data();
-  for (int32_t i = c.lhs; i < c.rhs; ++i) {
-    const Node& n = nodes[i];
-    if (n.op == NodeOp::kConst) {
-      stack[sp++] = n.value;
-      continue;
+  int64_t top = 0;
+  const Node* n = nodes_.data() + c.lhs;
+  const Node* end = nodes_.data() + c.rhs;
+  for (; n != end; ++n) {
+    int64_t v;
+    switch (n->op) {
+      case NodeOp::kConst:
+        stack[sp++] = top;
+        top = n->value;
+        continue;
+      case NodeOp::kSource:
+        if (!read_ref(n->src, in, &v)) return false;
+        stack[sp++] = top;
+        top = v;
+        continue;
+      default:
+        break;
     }
-    if (n.op == NodeOp::kSource) {
-      if (!read_ref(n.src, in, &stack[sp])) return false;
-      ++sp;
-      continue;
-    }
-    int64_t b = stack[--sp];
-    int64_t* a = &stack[sp - 1];
+    int64_t a = stack[--sp];
     bool ok = true;
-    switch (n.op) {
-      case NodeOp::kAdd: ok = detail::try_add(*a, b, a); break;
-      case NodeOp::kMul: ok = detail::try_mul(*a, b, a); break;
-      case NodeOp::kFloorDiv: ok = detail::try_floordiv(*a, b, a); break;
-      case NodeOp::kCeilDiv: ok = detail::try_ceildiv(*a, b, a); break;
-      case NodeOp::kMod: ok = detail::try_mod(*a, b, a); break;
-      case NodeOp::kMin: *a = std::min(*a, b); break;
-      case NodeOp::kMax: *a = std::max(*a, b); break;
-      case NodeOp::kAndMask: *a &= b; break;
-      case NodeOp::kShiftRight: *a >>= b; break;
-      default: ok = false;
+    switch (n->op) {
+      case NodeOp::kAdd:
+        ok = detail::try_add(a, top, &top);
+        break;
+      case NodeOp::kMul:
+        ok = detail::try_mul(a, top, &top);
+        break;
+      case NodeOp::kFloorDiv:
+        ok = detail::try_floordiv(a, top, &top);
+        break;
+      case NodeOp::kCeilDiv:
+        ok = detail::try_ceildiv(a, top, &top);
+        break;
+      case NodeOp::kMod:
+        ok = detail::try_mod(a, top, &top);
+        break;
+      case NodeOp::kMin:
+        top = std::min(a, top);
+        break;
+      case NodeOp::kMax:
+        top = std::max(a, top);
+        break;
+      case NodeOp::kAndMask:
+        top = a & top;
+        break;
+      case NodeOp::kShiftRight:
+        top = a >> top;
+        break;
+      default:
+        ok = false;
     }
     if (!ok) return false;
   }
-  *x = stack[0];
-  *y = stack[1];
+  // Two values were pushed above the initial (unused) slot 0.
+  *x = stack[1];
+  *y = top;
   return true;
 }
 
@@ -149,7 +177,9 @@ int GuardProgram::compile(const Expr* e, const SourceOf& source_of) {
     push(n);
   };
   switch (e->kind()) {
-    case ExprKind::kInt: constant(e->value()); return 1;
+    case ExprKind::kInt:
+      constant(e->value());
+      return 1;
     case ExprKind::kSymbol: {
       Source s = source_of(e);
       note_read(s);

@@ -72,14 +72,14 @@ class GuardProgram {
 
  private:
   enum class Op : uint8_t {
-    kBind,        // the source can be read
-    kEqSources,   // a == b
-    kEqConst,     // a == lo
-    kRange,       // lo <= a <= hi
-    kCmpConst,    // a <rel> lo
-    kModEqConst,  // a % lo == hi
-    kMaskEqConst, // a & lo == hi: a % 2^k for a power-of-two divisor, without a division
-    kExpr,        // postfix nodes [lhs, rhs) push two values: first <rel> second
+    kBind,         // the source can be read
+    kEqSources,    // a == b
+    kEqConst,      // a == lo
+    kRange,        // lo <= a <= hi
+    kCmpConst,     // a <rel> lo
+    kModEqConst,   // a % lo == hi
+    kMaskEqConst,  // a & lo == hi: a % 2^k for a power-of-two divisor, without a division
+    kExpr,         // postfix nodes [lhs, rhs) push two values: first <rel> second
   };
   struct Ref {  // a compiled Source
     int32_t arg = 0;

@@ -303,6 +303,17 @@ TEST(Scenario, UnbackedWaysOut) {
   EXPECT_TRUE(env.guards().empty());
 }
 
+TEST(Scenario, AssumeOnBackedSizesIsAGuard) {
+  ShapeEnv env;
+  auto x = symbolic_sizes(env, 0, {12});
+  env.assume(x[0] > 10, "[test] caller promises a big batch");
+  EXPECT_TRUE(x[0] > 5);  // decided from the narrowed range
+  EXPECT_EQ(env.produce_guards().to_string(),
+            "s0 = arg0.size(0)  # dynamic dim (duck sized)\n"
+            "arg0.size(0) > 10  # [test] caller promises a big batch\n"
+            "2 <= arg0.size(0)  # dynamic dim (0 and 1 are specialized)\n");
+}
+
 TEST(Scenario, AssumeAndConstrainRangeErrors) {
   ShapeEnv env;
   SymInt n = env.create_unbacked_symbol("item()");
@@ -441,6 +452,91 @@ TEST(Scenario, CheckIsSafeFromManyThreads) {
   }
   for (auto& th : threads) th.join();
   for (int f : failures) EXPECT_EQ(f, 0);
+}
+
+}  // namespace
+}  // namespace lathe::sym
+
+namespace lathe::sym {
+namespace {
+
+TEST(GuardProgramTest, GeneralExpressionsEvaluateLikeTheirExpr) {
+  ShapeEnv env;
+  SymInt a = env.create_symbol(12, Source::size(0, 0), DimPolicy::kDynamic);
+  SymInt b = env.create_symbol(5, Source::size(0, 1), DimPolicy::kDynamic);
+  SymInt c = env.create_symbol(7, Source::scalar(1), DimPolicy::kDynamic);
+  SymInt e = sym_max(floordiv(a * a + 3 * b, c), ceildiv(a, b) * mod(b - a * c, 4)) - sym_min(a, c);
+  EXPECT_TRUE((e >= 3).guard("[test] general"));
+  GuardProgram p = env.produce_guards();
+  EXPECT_EQ(p.instruction(3).text,
+            "Max((arg0.size(0)**2 + 3*arg0.size(1)) // arg1, CeilDiv(arg0.size(0), "
+            "arg0.size(1))*((-arg0.size(0)*arg1 + arg0.size(1)) % 4)) >= Min(arg0.size(0), arg1) "
+            "+ 3");
+  // Sweep inputs: the program passes exactly when the expression (and the ranges) hold.
+  for (int64_t x = 2; x < 30; ++x) {
+    for (int64_t y = 2; y < 9; ++y) {
+      for (int64_t z = -6; z < 9; ++z) {
+        if (z == 0) continue;
+        int64_t sizes[2] = {x, y}, strides[2] = {y, 1};
+        ArgView in[2] = {ArgView::tensor(sizes, strides, 2), ArgView::integer(z)};
+        auto py_floordiv = [](int64_t p, int64_t q) {
+          return p / q - ((p % q != 0) && ((p < 0) != (q < 0)));
+        };
+        auto py_mod = [&](int64_t p, int64_t q) { return p - q * py_floordiv(p, q); };
+        int64_t expect =
+            std::max(py_floordiv(x * x + 3 * y, z), -py_floordiv(-x, y) * py_mod(y - x * z, 4)) -
+            std::min(x, z);
+        EXPECT_EQ(p.check({in, 2}).ok(), expect >= 3) << x << " " << y << " " << z;
+      }
+    }
+  }
+}
+
+TEST(GuardProgramTest, PowerOfTwoDivisionUsesPythonSemantics) {
+  ShapeEnv env;
+  SymInt a = env.create_symbol(12, Source::size(0, 0), DimPolicy::kDynamic);
+  SymInt c = env.create_symbol(-7, Source::scalar(1), DimPolicy::kDynamic);
+  EXPECT_TRUE((floordiv(c - a, 8) + mod(c * a, 16) >= 9).guard("[test] pow2"));
+  EXPECT_TRUE((mod(c, 4) == 1).guard("[test] mask"));
+  GuardProgram p = env.produce_guards();
+  EXPECT_EQ(p.to_string(),
+            "s0 = arg0.size(0)  # dynamic dim\n"
+            "s1 = arg1  # dynamic scalar\n"
+            "(-arg0.size(0) + arg1) // 8 + arg0.size(0)*arg1 % 16 >= 9  # [test] pow2\n"
+            "arg1 % 4 == 1  # [test] mask\n"
+            "2 <= arg0.size(0)  # dynamic dim (0 and 1 are specialized)\n");
+  for (int64_t x = 2; x < 40; ++x) {
+    for (int64_t z = -40; z < 40; ++z) {
+      int64_t sizes[1] = {x}, strides[1] = {1};
+      ArgView in[2] = {ArgView::tensor(sizes, strides, 1), ArgView::integer(z)};
+      auto fd = [](int64_t p, int64_t q) { return p / q - ((p % q != 0) && ((p < 0) != (q < 0))); };
+      auto md = [&](int64_t p, int64_t q) { return p - q * fd(p, q); };
+      bool expect = fd(z - x, 8) + md(z * x, 16) >= 9 && md(z, 4) == 1;
+      EXPECT_EQ(p.check({in, 2}).ok(), expect) << x << " " << z;
+    }
+  }
+}
+
+TEST(GuardProgramTest, TooDeepExpressionIsAnError) {
+  ShapeEnv env;
+  SymInt a = env.create_symbol(5, Source::size(0, 0), DimPolicy::kDynamic);
+  SymInt b = env.create_symbol(3, Source::size(0, 1), DimPolicy::kDynamic);
+  SymInt e = b;
+  for (int i = 0; i < 70; ++i) e = floordiv(a, e);
+  EXPECT_TRUE((e > 0).guard("[test] deep"));
+  std::string msg = testing::error_of([&] { env.produce_guards(); });
+  EXPECT_TRUE(testing::contains(msg, "[GuardProgram] the guard arg0.size(0) // (arg0.size(0) //"))
+      << msg;
+  EXPECT_TRUE(testing::contains(msg, "needs an evaluation stack of 71 values; the limit is 64"))
+      << msg;
+}
+
+TEST(GuardProgramTest, EmptyProgramPassesAndExplains) {
+  GuardProgram p;
+  EXPECT_TRUE(p.check({}).ok());
+  EXPECT_EQ(p.explain({}, p.check({})), "all guards passed");
+  EXPECT_EQ(p.explain({}, GuardCheck{3}), "guard 3 failed (no such instruction)");
+  EXPECT_EQ(p.to_string(), "");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <type_traits>
 
+#include "lathe/sym/expr_pool.h"
 #include "lathe/sym/shape_env.h"
 #include "lathe/sym/sym_error.h"
 #include "tests/sym/sym_test_util.h"
@@ -150,6 +151,50 @@ TEST(SymInt, SymbolicGuardsGoThroughTheShapeEnv) {
   EXPECT_EQ(static_cast<int64_t>(s0), 6);  // specializes
   EXPECT_EQ(env.format_guards(), "s0 > 4  # [test] big\ns0 == 6  # int64_t(SymInt)\n");
   EXPECT_EQ((s0 + 1).maybe_int(), std::optional<int64_t>(7));  // replacement s0 -> 6
+}
+
+}  // namespace
+}  // namespace lathe::sym
+
+namespace lathe::sym {
+namespace {
+
+using testing::error_of;
+
+TEST(SymErrors, RemainingMessages) {
+  ExprPool bare;
+  const Expr* s0 = bare.new_symbol(0, 0, false);
+  const Expr* cond = bare.relation(ExprKind::kGt, s0, bare.integer(4));
+  EXPECT_EQ(error_of([&] { SymInt::from_expr(s0).hint(); }),
+            "[SymInt] hint() of s0 needs a ShapeEnv, but this expression belongs to a bare "
+            "ExprPool");
+  EXPECT_EQ(error_of([&] { SymInt::from_expr(s0).guard_int("[test]"); }),
+            "[SymInt] guard_int() of s0 needs a ShapeEnv, but this expression belongs to a bare "
+            "ExprPool");
+  EXPECT_EQ(error_of([&] { SymBool::from_expr(cond).guard("[test]"); }),
+            "[SymInt] guard() of s0 > 4 needs a ShapeEnv, but this expression belongs to a bare "
+            "ExprPool");
+  EXPECT_EQ(error_of([&] { SymInt::from_expr(cond); }),
+            "[SymInt] from_expr: s0 > 4 is a condition, not an integer");
+  EXPECT_EQ(error_of([&] { SymBool::from_expr(s0); }),
+            "[SymBool] from_expr: s0 is not a condition");
+  EXPECT_EQ(error_of([&] { negate_relation(ExprKind::kAdd); }),
+            "[sym] negate_relation: not a relation");
+  // Arithmetic on a bare pool's symbols still simplifies.
+  EXPECT_EQ((SymInt::from_expr(s0) * 2 - SymInt::from_expr(s0)).to_string(), "s0");
+  EXPECT_EQ((!SymBool::from_expr(cond)).to_string(), "s0 <= 4");
+}
+
+TEST(SymErrors, GuardProgramBuilderRejectsWrongKinds) {
+  ExprPool pool;
+  const Expr* s0 = pool.new_symbol(0, 0, false);
+  const Expr* cond = pool.relation(ExprKind::kGt, s0, pool.integer(4));
+  auto source_of = [](const Expr*) { return Source::size(0, 0); };
+  GuardProgram p;
+  EXPECT_EQ(error_of([&] { p.add_condition(s0, source_of, "r", ""); }),
+            "[GuardProgram] add_condition: s0 is not a relation");
+  EXPECT_EQ(error_of([&] { p.add_equal_expr(Source::size(0, 1), cond, source_of, "r"); }),
+            "[GuardProgram] cannot compile the condition s0 > 4 as an integer expression");
 }
 
 }  // namespace

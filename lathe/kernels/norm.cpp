@@ -1,0 +1,83 @@
+#include "lathe/kernels/norm.h"
+
+#include <cmath>
+
+#include "lathe/core/threads.h"
+
+namespace lathe::kernels {
+
+namespace {
+template <class T>
+void softmax_impl(const Tensor& x, const Tensor& out, int64_t M, int64_t R, bool log) {
+  const T* px = static_cast<const T*>(x.raw_data());
+  T* po = static_cast<T*>(out.raw_data());
+  int threads = M * R >= 16384 && M > 1 ? num_threads() : 1;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t m = 0; m < M; ++m) {
+    const T* row = px + m * R;
+    T* o = po + m * R;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t r = 0; r < R; ++r) mx = row[r] > mx ? row[r] : mx;
+    if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf row: avoid inf - inf
+    double s = 0;
+    if (log) {
+      for (int64_t r = 0; r < R; ++r) s += std::exp(row[r] - mx);
+      T lse = static_cast<T>(std::log(s)) + mx;
+      for (int64_t r = 0; r < R; ++r) o[r] = row[r] - lse;
+    } else {
+      for (int64_t r = 0; r < R; ++r) {
+        T e = std::exp(row[r] - mx);
+        o[r] = e;
+        s += e;
+      }
+      T inv = static_cast<T>(1.0 / s);
+      for (int64_t r = 0; r < R; ++r) o[r] *= inv;
+    }
+  }
+}
+
+template <class T>
+void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                     int64_t M, int64_t R, double eps) {
+  const T* px = static_cast<const T*>(x.raw_data());
+  const T* pw = weight.defined() ? static_cast<const T*>(weight.raw_data()) : nullptr;
+  const T* pb = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
+  T* po = static_cast<T*>(out.raw_data());
+  int threads = M * R >= 16384 && M > 1 ? num_threads() : 1;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t m = 0; m < M; ++m) {
+    const T* row = px + m * R;
+    T* o = po + m * R;
+    double mean = 0;
+    for (int64_t r = 0; r < R; ++r) mean += row[r];
+    mean /= static_cast<double>(R);
+    double var = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      double d = row[r] - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(R);
+    T rstd = static_cast<T>(1.0 / std::sqrt(var + eps));
+    T mu = static_cast<T>(mean);
+    for (int64_t r = 0; r < R; ++r) {
+      T y = (row[r] - mu) * rstd;
+      if (pw) y *= pw[r];
+      if (pb) y += pb[r];
+      o[r] = y;
+    }
+  }
+}
+}  // namespace
+
+void softmax_rows(const Tensor& x, const Tensor& out, int64_t M, int64_t R, bool log) {
+  LATHE_DISPATCH_FLOATING(x.dtype(), log ? "log_softmax" : "softmax",
+                          [&] { softmax_impl<scalar_t>(x, out, M, R, log); });
+}
+
+void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                     int64_t M, int64_t R, double eps) {
+  LATHE_DISPATCH_FLOATING(x.dtype(), "layer_norm",
+                          [&] { layer_norm_impl<scalar_t>(x, weight, bias, out, M, R, eps); });
+}
+
+}  // namespace lathe::kernels

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test: C++ tests through CTest (incl. the PyTorch oracle), Python tests through pytest,
+# and the safetensors fuzz test under AddressSanitizer. Installs and builds what it needs first.
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/setup.sh build
+
+echo "== ctest ==" >&2
+(cd build && ctest --output-on-failure -j2 --timeout 1500)
+
+echo "== pytest ==" >&2
+.venv/bin/python -m pytest -q tests/oracle
+
+if [ -d tests/io ] && ls tests/io/*.cpp >/dev/null 2>&1; then
+  echo "== safetensors fuzz under AddressSanitizer ==" >&2
+  if [ ! -f build-asan/build.ninja ]; then
+    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATHE_ASAN=ON >/dev/null
+  fi
+  ninja -C build-asan test_io
+  ASAN_OPTIONS=detect_leaks=1 build-asan/test_io --gtest_filter='*Fuzz*:*fuzz*'
+fi

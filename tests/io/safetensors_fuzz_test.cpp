@@ -1,0 +1,375 @@
+// Fuzz: hundreds of corrupted variants of valid files (fixed seed). Every load must either
+// succeed with tensors that lie inside the file and hold its bytes, or throw lathe::Error —
+// never crash, read out of bounds or throw anything else. Run it under -DLATHE_ASAN=ON too
+// (docs/safetensors.md). Test names contain "Fuzz" so CI can select them.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "lathe/io/safetensors.h"
+#include "tests/io/io_test_util.h"
+
+namespace lathe::io {
+namespace {
+
+using json = nlohmann::json;
+using testing::length_prefix;
+using testing::make_file;
+using testing::random_tensor;
+using testing::read_bytes;
+using testing::write_bytes;
+
+struct Outcome {
+  int loaded = 0;    // every tensor loaded
+  int partly = 0;    // the header is valid, some tensor threw lathe::Error (a bad bool byte)
+  int rejected = 0;  // lathe::Error on open
+};
+enum class Result { loaded, partly, rejected };
+
+uint64_t header_len_of(const std::string& bytes) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  return n;
+}
+
+class SafetensorsFuzz : public testing::ScratchDirTest {
+ protected:
+  void SetUp() override {
+    ScratchDirTest::SetUp();
+    // A file saved by Lathe: every native dtype, views, 0-d, empty, metadata.
+    std::map<std::string, Tensor> tensors = {
+        {"w", random_tensor({4, 3}, DType::f32, 1).t()},
+        {"d", random_tensor({5}, DType::f64, 2)},
+        {"idx", random_tensor({2, 2}, DType::i64, 3)},
+        {"n", random_tensor({3}, DType::i32, 4)},
+        {"mask", random_tensor({6}, DType::b8, 5)},
+        {"s", from_vector(std::vector<float>{0.5f}, {})},
+        {"e", empty({0, 2}, DType::f32)},
+    };
+    save_safetensors(path("base.safetensors"), tensors, {{"format", "pt"}, {"k", "v"}});
+    bases_.push_back(read_bytes(path("base.safetensors")));
+    // A hand-made file with the converted dtypes (F16/BF16) and a misaligned I32 (copied).
+    std::string header = R"({"h":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]},)"
+                         R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[8,14]},)"
+                         R"("i":{"dtype":"I32","shape":[2],"data_offsets":[14,22]},)"
+                         R"("__metadata__":{"x":"y"}})";
+    std::string data;
+    std::mt19937 rng(9);
+    for (int i = 0; i < 22; ++i) data.push_back(static_cast<char>(rng() & 0x3f));
+    bases_.push_back(make_file(header, data));
+  }
+
+  // Loads one variant and checks the contract; counts the outcome.
+  void check_variant(const std::string& bytes, Outcome& out) {
+    std::string p = path("fuzz.safetensors");
+    write_bytes(p, bytes);
+    Result r = check_file(p, bytes);
+    bool ok_all = true;
+    try {
+      auto all = load_safetensors(p);
+      for (const auto& kv : all) touch(kv.second);
+    } catch (const Error&) {
+      ok_all = false;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "load_safetensors threw a non-lathe exception: " << e.what();
+      ok_all = false;
+    }
+    EXPECT_EQ(r == Result::loaded, ok_all) << "SafetensorsFile and load_safetensors disagree";
+    (r == Result::loaded ? out.loaded : r == Result::partly ? out.partly : out.rejected)++;
+  }
+
+  // SafetensorsFile + get() on every key, checking each tensor against the file's bytes.
+  Result check_file(const std::string& p, const std::string& bytes) {
+    std::unique_ptr<SafetensorsFile> file;
+    try {
+      file = std::make_unique<SafetensorsFile>(p);
+    } catch (const Error&) {
+      return Result::rejected;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw a non-lathe exception: " << e.what();
+      return Result::rejected;
+    }
+    const SafetensorsFile& f = *file;
+    bool all = true;
+    for (const std::string& key : f.keys()) {
+      try {
+        check_tensor(f, key, bytes);
+      } catch (const Error&) {
+        all = false;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "get('" << key << "') threw a non-lathe exception: " << e.what();
+        all = false;
+      }
+    }
+    return all ? Result::loaded : Result::partly;
+  }
+
+  void check_tensor(const SafetensorsFile& f, const std::string& key, const std::string& bytes) {
+    uint64_t n = header_len_of(bytes);
+    EXPECT_LE(8 + n, bytes.size());
+    const uint64_t data_size = bytes.size() - 8 - n;
+    const TensorInfo& info = f.info(key);
+    EXPECT_LE(info.begin, info.end);
+    EXPECT_LE(info.end, data_size) << key;
+    Tensor t = f.get(key);
+    touch(t);
+    const size_t span = info.end - info.begin;
+    if (info.dtype == "F16" || info.dtype == "BF16") {
+      EXPECT_EQ(t.nbytes(), 2 * span) << key;
+    } else {
+      EXPECT_EQ(t.nbytes(), span) << key;
+      // The tensor holds exactly the file's bytes at its offsets.
+      if (span) {
+        EXPECT_EQ(std::memcmp(t.raw_data(), bytes.data() + 8 + n + info.begin, span), 0) << key;
+      }
+    }
+  }
+
+  // Reads every element (out-of-bounds reads show up under ASan, bad bools under UBSan).
+  static void touch(const Tensor& t) {
+    if (t.dtype() == DType::b8) {
+      auto v = t.to_vector<bool>();
+      EXPECT_EQ(static_cast<int64_t>(v.size()), t.numel());
+    } else {
+      auto v = t.to_vector<double>();
+      EXPECT_EQ(static_cast<int64_t>(v.size()), t.numel());
+    }
+  }
+
+  void report(const Outcome& o, int variants) {
+    EXPECT_EQ(o.loaded + o.partly + o.rejected, variants);
+    std::cout << "  " << variants << " variants: " << o.loaded << " loaded, " << o.partly
+              << " opened with some tensors rejected, " << o.rejected << " rejected on open\n";
+  }
+
+  std::vector<std::string> bases_;
+  std::mt19937_64 rng_{20240601};
+  size_t pick(size_t n) { return static_cast<size_t>(rng_() % n); }
+};
+
+TEST_F(SafetensorsFuzz, HeaderByteFlips) {
+  Outcome o;
+  const int kVariants = 200;
+  for (int i = 0; i < kVariants; ++i) {
+    std::string b = bases_[i % bases_.size()];
+    uint64_t n = header_len_of(b);
+    int flips = 1 + static_cast<int>(pick(4));
+    for (int k = 0; k < flips; ++k) {
+      size_t at = 8 + pick(n);
+      if (rng_() & 1)
+        b[at] = static_cast<char>(b[at] ^ (1 << pick(8)));
+      else
+        b[at] = "0123456789-.,:[]{}\"eE \\x"[pick(25)];
+    }
+    check_variant(b, o);
+  }
+  report(o, kVariants);
+  EXPECT_GT(o.rejected, 0);
+}
+
+TEST_F(SafetensorsFuzz, DataByteFlips) {
+  Outcome o;
+  const int kVariants = 100;
+  for (int i = 0; i < kVariants; ++i) {
+    std::string b = bases_[i % bases_.size()];
+    size_t start = 8 + header_len_of(b);
+    for (int k = 0; k < 3; ++k) {
+      size_t at = start + pick(b.size() - start);
+      b[at] = static_cast<char>(rng_());
+    }
+    check_variant(b, o);
+  }
+  report(o, kVariants);
+  // Flipped float/int bytes still load; flipped bool bytes are rejected; the header is intact.
+  EXPECT_GT(o.loaded, 0);
+  EXPECT_GT(o.partly, 0);
+  EXPECT_EQ(o.rejected, 0);
+}
+
+TEST_F(SafetensorsFuzz, TruncationsAndExtensions) {
+  Outcome o;
+  int variants = 0;
+  for (const std::string& base : bases_) {
+    for (size_t len = 0; len <= base.size(); len += 1 + pick(5), ++variants)
+      check_variant(base.substr(0, len), o);
+    for (int k = 0; k < 10; ++k, ++variants) {
+      std::string b = base;
+      b.insert(pick(b.size() + 1), std::string(1 + pick(16), static_cast<char>(rng_())));
+      check_variant(b, o);
+    }
+  }
+  report(o, variants);
+  EXPECT_GT(o.rejected, variants / 2);
+}
+
+TEST_F(SafetensorsFuzz, HeaderLengthEdits) {
+  Outcome o;
+  const int kVariants = 120;
+  for (int i = 0; i < kVariants; ++i) {
+    std::string b = bases_[i % bases_.size()];
+    uint64_t n = header_len_of(b);
+    const uint64_t choices[] = {0,
+                                1,
+                                n - 1,
+                                n + 1,
+                                n + 8,
+                                b.size() - 8,
+                                b.size() - 7,
+                                b.size(),
+                                100'000'000,
+                                100'000'001,
+                                ~uint64_t{0},
+                                uint64_t{1} << 63,
+                                rng_(),
+                                n ^ (uint64_t{1} << pick(64))};
+    uint64_t len = choices[pick(std::size(choices))];
+    b.replace(0, 8, length_prefix(len));
+    check_variant(b, o);
+  }
+  report(o, kVariants);
+  EXPECT_GT(o.rejected, kVariants / 2);
+}
+
+// A random JSON value of a random type, including the awkward ones.
+json random_value(std::mt19937_64& rng) {
+  switch (rng() % 12) {
+    case 0:
+      return nullptr;
+    case 1:
+      return true;
+    case 2:
+      return static_cast<int64_t>(rng() % 64) - 8;
+    case 3:
+      return -static_cast<int64_t>(rng() >> 2);
+    case 4:
+      return rng();  // up to 2^64-1
+    case 5:
+      return 2.5;
+    case 6:
+      return 1e300;
+    case 7:
+      return "F32";
+    case 8:
+      return "I8";
+    case 9:
+      return json::array({static_cast<int64_t>(rng() % 40), static_cast<int64_t>(rng() % 40)});
+    case 10:
+      return json::array({1, 2, 3});
+    default:
+      return json::object({{"a", 1}});
+  }
+}
+
+TEST_F(SafetensorsFuzz, JsonMutations) {
+  Outcome o;
+  const int kVariants = 250;
+  const char* dtypes[] = {"F32", "F64", "I64", "I32", "BOOL", "F16", "BF16", "U8",
+                          "I8",  "U16", "U64", "C64", "F4",   "f32", ""};
+  for (int i = 0; i < kVariants; ++i) {
+    const std::string& base = bases_[i % bases_.size()];
+    uint64_t n = header_len_of(base);
+    std::string data = base.substr(8 + n);
+    json h = json::parse(base.substr(8, n));
+    std::vector<std::string> keys;
+    for (const auto& kv : h.items()) keys.push_back(kv.key());
+    std::string key = keys[pick(keys.size())];
+    json& e = h[key];
+    const char* fields[] = {"dtype", "shape", "data_offsets"};
+    std::string field = fields[pick(3)];
+    switch (pick(9)) {
+      case 0:
+        e[field] = random_value(rng_);
+        break;
+      case 1:
+        e.erase(field);
+        break;
+      case 2:
+        e["dtype"] = dtypes[pick(std::size(dtypes))];
+        break;
+      case 3:  // nudge a shape dim
+        if (e.contains("shape") && e["shape"].is_array() && !e["shape"].empty())
+          e["shape"][pick(e["shape"].size())] = static_cast<int64_t>(pick(6)) - 1;
+        else
+          e["shape"] = json::array({3, 0});
+        break;
+      case 4:  // add or drop a dim
+        if (e.contains("shape") && e["shape"].is_array()) {
+          if (rng_() & 1)
+            e["shape"].push_back(static_cast<int64_t>(pick(3)));
+          else if (!e["shape"].empty())
+            e["shape"].erase(e["shape"].size() - 1);
+        }
+        break;
+      case 5:  // shift or resize offsets
+        if (e.contains("data_offsets") && e["data_offsets"].is_array() &&
+            e["data_offsets"].size() == 2) {
+          int64_t delta = static_cast<int64_t>(pick(17)) - 8;
+          size_t which = pick(3);
+          for (size_t j = 0; j < 2; ++j)
+            if (which == 2 || which == j)
+              e["data_offsets"][j] = e["data_offsets"][j].get<int64_t>() + delta;
+        }
+        break;
+      case 6:
+        h[key + "_copy"] = e;
+        break;  // aliasing tensor
+      case 7:
+        h[key] = random_value(rng_);
+        break;
+      default:
+        h["__metadata__"] = (rng_() & 1) ? random_value(rng_) : json::object({{"k", 1}});
+        break;
+    }
+    std::string text = h.dump();
+    if (rng_() % 4 == 0) {
+      // A textual duplicate key, which the DOM cannot express.
+      size_t brace = text.find('{', 1);
+      if (brace != std::string::npos) text.insert(brace + 1, "\"dtype\":\"F32\",");
+    }
+    check_variant(make_file(text, data), o);
+  }
+  report(o, kVariants);
+  EXPECT_GT(o.loaded, 0);
+  EXPECT_GT(o.rejected, kVariants / 2);
+}
+
+TEST_F(SafetensorsFuzz, NumberEditsInHeaderText) {
+  // Rewrites a random number of the header text (dims and offsets) in place, then fixes or
+  // keeps the length prefix.
+  Outcome o;
+  const int kVariants = 150;
+  const char* replacements[] = {
+      "0",   "1",   "7",  "-1", "4294967296", "18446744073709551615", "99999999999999999999999",
+      "1e3", "2.0", "16", "8",  "65536"};
+  for (int i = 0; i < kVariants; ++i) {
+    const std::string& base = bases_[i % bases_.size()];
+    uint64_t n = header_len_of(base);
+    std::string header = base.substr(8, n), data = base.substr(8 + n);
+    std::vector<std::pair<size_t, size_t>> numbers;  // [start, end) of digit runs
+    for (size_t j = 0; j < header.size();) {
+      if (std::isdigit(static_cast<unsigned char>(header[j]))) {
+        size_t k = j;
+        while (k < header.size() && std::isdigit(static_cast<unsigned char>(header[k]))) ++k;
+        numbers.emplace_back(j, k);
+        j = k;
+      } else {
+        ++j;
+      }
+    }
+    ASSERT_FALSE(numbers.empty());
+    auto [s, e] = numbers[pick(numbers.size())];
+    std::string rep =
+        (rng_() & 1) ? replacements[pick(std::size(replacements))] : std::to_string(pick(200));
+    header.replace(s, e - s, rep);
+    std::string b = make_file(header, data);
+    if (rng_() % 5 == 0) b.replace(0, 8, length_prefix(n));  // stale length
+    check_variant(b, o);
+  }
+  report(o, kVariants);
+  EXPECT_GT(o.rejected, 0);
+}
+
+}  // namespace
+}  // namespace lathe::io
