@@ -370,9 +370,3 @@ Tensor to_channels_last_copy(const Tensor& t) {
 }
 
 }  // namespace lathe::detail
-
-namespace lathe {
-// Until the copy ops land in main, Tensor::contiguous() (used by reshape) has no definition and
-// nothing links; this weak fallback yields to the real definition as soon as it exists.
-__attribute__((weak)) Tensor Tensor::contiguous() const { return detail::to_contiguous(*this); }
-}  // namespace lathe
