@@ -32,10 +32,10 @@ bool gemm_readable(const Tensor& t) {
   auto st = t.int_strides();
   const int64_t r = t.dim();
   const int64_t rows = sz[r - 2], cols = sz[r - 1];
-  const int64_t srow = st[r - 2], scol = st[r - 1];
-  if (cols == 1 || scol == 1) return rows == 1 || srow >= cols;
-  if (rows == 1 || srow == 1) return scol >= rows;
-  return false;
+  // Size-1 dims get the strides dnnl_md normalises them to.
+  const int64_t scol = cols == 1 ? 1 : st[r - 1];
+  const int64_t srow = rows == 1 ? scol * cols : st[r - 2];
+  return (scol == 1 && srow >= cols) || (srow == 1 && scol >= rows);
 }
 
 // The oneDNN view of a matmul operand: batch dims with stride 0 (broadcast) become size 1.

@@ -501,7 +501,14 @@ TEST(DnnlMatmul, StridedOperandsNeedNoCopyAndStayCorrect) {
     // Batch dims permuted (not dense).
     Tensor ap = randn({3, 2, 4, 5}, dt).permute({1, 0, 2, 3});
     const std::vector<std::pair<Tensor, Tensor>> pairs = {
-        {at, bt}, {q, kt}, {as, bs}, {ae, be}, {ap, randn({5, 3}, dt)}, {bt.t(), at.t()}};
+        {at, bt},
+        {q, kt},
+        {as, bs},
+        {ae, be},
+        {ap, randn({5, 3}, dt)},
+        {bt.t(), at.t()},
+        {randn({10}, dt).slice(0, 0, 10, 2), randn({5, 3}, dt)},   // strided vector @ matrix
+        {randn({3, 5}, dt), randn({15}, dt).slice(0, 0, 15, 3)}};  // matrix @ strided vector
     for (const auto& [a, b] : pairs) {
       auto [shape, ref] =
           ref_matmul(a.shape(), a.to_vector<double>(), b.shape(), b.to_vector<double>());
@@ -553,7 +560,8 @@ TEST(DnnlLinear, MatchesReference) {
         randn({3, 2, 8}, dt).transpose(0, 1),      // leading dims do not collapse
         randn({2, 5, 16}, dt).slice(2, 0, 16, 2),  // strided features
         randn({1, 1, 8}, dt),
-        randn({70, 8}, dt)};
+        randn({70, 8}, dt),
+        randn({16}, dt).slice(0, 0, 16, 2)};  // strided 1-d input
     for (const Tensor& x : xs) {
       for (const Tensor& weight : {w, wt}) {
         for (bool with_bias : {true, false}) {
