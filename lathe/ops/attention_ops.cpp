@@ -19,6 +19,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
               " and v ", v.shape_string(), " differ in the sequence dim");
   LATHE_CHECK(!(is_causal && mask.defined()),
               "[scaled_dot_product_attention] pass either a mask or is_causal, not both");
+  if (mask.defined()) {
+    Shape scores_shape = q.sizes();
+    scores_shape.back() = k.size(-2);
+    Shape b = broadcast_shapes(mask.sizes(), scores_shape, "scaled_dot_product_attention");
+    LATHE_CHECK(b.size() >= scores_shape.size(), "[scaled_dot_product_attention] mask ",
+                mask.shape_string(), " has more dims than the scores ", scores_shape);
+  }
   double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1).expect_int()));
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), s);
   if (is_causal) {

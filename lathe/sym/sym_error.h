@@ -1,17 +1,18 @@
 #pragma once
-// Errors raised by the symbolic-shape layer. lathe_sym depends on nothing else in the project, so
-// it has its own root error type; it will derive from lathe::Error once that moves below sym.
+// Errors raised by the symbolic-shape layer. They are lathe::Errors (a header-only type), so one
+// catch handles every Lathe error.
 
-#include <stdexcept>
 #include <string>
+
+#include "lathe/core/error.h"
 
 namespace lathe::sym {
 
 // Any error of the symbolic layer: bad arithmetic (division by zero, int64 overflow), misuse of
 // the API. Messages start with the component in brackets, e.g. "[sym] division by zero: ...".
-class SymError : public std::runtime_error {
+class SymError : public ::lathe::Error {
  public:
-  explicit SymError(const std::string& what) : std::runtime_error(what) {}
+  explicit SymError(const std::string& what) : ::lathe::Error(what) {}
 };
 
 // Tracing specialized or narrowed a dimension the user declared dynamic with mark_dynamic().

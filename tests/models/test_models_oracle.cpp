@@ -144,8 +144,7 @@ TEST_P(ModelOracle, MatchesPyTorch) {
     EXPECT_LT(relative_error(state.at(buffer), want_state), tol) << name << " " << buffer;
     ++checked;
   }
-  int buffers = 0;
-  for (auto& [n, t] : train->module->named_buffers()) ++buffers;
+  const int buffers = static_cast<int>(train->module->named_buffers().size());
   EXPECT_EQ(checked, buffers) << name << ": every running stat is compared";
 #endif
 }

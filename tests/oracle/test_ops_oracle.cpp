@@ -383,7 +383,7 @@ const std::map<std::string, OpEntry>& op_table() {
     t["argmax"] = reduction_dim(&lathe::argmax);
     t["argmin"] = reduction_dim(&lathe::argmin);
     t["var"] = variance(&lathe::var);
-    t["std"] = variance(&lathe::std);
+    t["std"] = variance(&lathe::std_dev);
     // Views and copies (Tensor methods).
     t["view"] = method([](Tensors& x, const json& a) -> Tensors {
       return {x[0].view(to_shape(a.at("size").get<Ints>()))};
