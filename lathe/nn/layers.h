@@ -37,16 +37,25 @@ class Linear : public Module {  // weight [out, in], bias [out]
   Linear(int64_t in, int64_t out, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Linear"; }
+
+ private:
+  bool has_bias_ = true;
 };
 
-class BatchNorm2d : public Module {  // weight, bias, running_mean, running_var, num_batches_tracked
+// weight, bias, running_mean, running_var, num_batches_tracked (i64, 0-d). A training forward
+// normalizes with batch statistics, updates the running ones in place with `momentum` and
+// increments num_batches_tracked.
+class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t features, double eps = 1e-5, double momentum = 0.1);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "BatchNorm2d"; }
+  double eps() const { return eps_; }
+  double momentum() const { return momentum_; }
 
  private:
   double eps_, momentum_;
+  Tensor one_;  // the increment of num_batches_tracked
 };
 
 class LayerNorm : public Module {  // weight, bias
@@ -58,15 +67,17 @@ class LayerNorm : public Module {  // weight, bias
  private:
   std::vector<int64_t> shape_;
   double eps_;
+  bool affine_;
 };
 
-class Embedding : public Module {  // weight [num, dim], N(0,1) init
+class Embedding : public Module {  // weight [num, dim], N(0,1) init; forward takes i64 indices
  public:
   Embedding(int64_t num, int64_t dim);
   Tensor forward(const Tensor& indices) override;
   std::string type_name() const override { return "Embedding"; }
 };
 
+// Identity in eval mode; in training zeroes elements with probability p, scaling the rest.
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5) : p_(p) {}
@@ -191,7 +202,7 @@ class MultiheadAttention : public Module {
 
  private:
   int64_t embed_dim_, num_heads_;
-  bool batch_first_;
+  bool bias_, batch_first_;
 };
 
 }  // namespace lathe::nn

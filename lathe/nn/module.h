@@ -2,6 +2,8 @@
 // dotted names.
 #pragma once
 
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,18 +25,23 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // Recursively, "layer1.0.conv1.weight" style names, in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;  // persistent or not
   std::vector<Tensor> parameters() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const {
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;
   }
-  // Every module in the tree with its dotted path ("" for this one), pre-order.
+  // Every module in the tree with its dotted path ("" for this one), pre-order. The module must
+  // be owned by a std::shared_ptr (nn::make); constructors use apply() instead.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  // Calls fn(path, module) on every module of the tree, pre-order ("" for this one).
+  void apply(const std::function<void(const std::string&, Module&)>& fn,
+             const std::string& prefix = "");
 
   // Parameters and persistent buffers by dotted name.
   std::map<std::string, Tensor> state_dict() const;
   // Copies values into the existing tensors (dtype converted, shapes must match). With strict,
-  // missing or unexpected keys are an error listing them.
+  // missing or unexpected keys are an error listing them. Shape mismatches are always an error.
+  // Nothing is copied when an error is thrown.
   void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = true);
 
   virtual void train(bool on = true);
@@ -65,19 +72,22 @@ class Module : public std::enable_shared_from_this<Module> {
     return m;
   }
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  // Throws unless `name` is a valid, unused attribute name of this module.
+  void check_new_name(const std::string& name, const char* what) const;
 
   bool training_ = true;
 
  private:
   void collect(const std::string& prefix, bool params, bool buffers, bool only_persistent,
                std::vector<std::pair<std::string, Tensor>>& out) const;
-  std::vector<std::pair<std::string, Tensor>> params_;
+  // Deques keep the references returned by register_*/param()/buffer() valid.
+  std::deque<std::pair<std::string, Tensor>> params_;
   struct Buffer {
     std::string name;
     Tensor t;
     bool persistent;
   };
-  std::vector<Buffer> buffers_;
+  std::deque<Buffer> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   uint64_t structure_version_ = 0;
 };

@@ -421,7 +421,7 @@ void ShapeEnv::apply_fact(const Expr* cond, std::string_view reason) {
   }
 }
 
-void ShapeEnv::assume(SymBool cond, std::string_view reason) {
+void ShapeEnv::assume(SymBool cond, std::string_view reason, std::source_location loc) {
   if (!cond.is_symbolic()) {
     if (!cond.expect_bool())
       throw SymError("[ShapeEnv] assume(" + std::string(reason) + "): the condition is false");
@@ -442,7 +442,13 @@ void ShapeEnv::assume(SymBool cond, std::string_view reason) {
     throw SymError("[ShapeEnv] assume(" + std::string(reason) + "): " + to_string(e) +
                    " is false for the traced sizes");
   }
-  apply_fact(e, reason);
+  // Over backed sizes the fact must also hold for later calls, so it becomes a checked guard;
+  // over data-dependent ones it can only be trusted (a runtime assert is the caller's part).
+  if (backed) {
+    record_guard(e, reason, origin_of(loc));
+  } else {
+    apply_fact(e, reason);
+  }
 }
 
 void ShapeEnv::constrain_range(SymInt symbol, int64_t min, int64_t max) {

@@ -75,9 +75,11 @@ class ShapeEnv final : private SimplifyContext {
                        std::source_location loc = std::source_location::current());
   // The value of a condition when provable without a guard, else nullopt.
   std::optional<bool> static_value(SymBool cond);
-  // States a fact known to hold (e.g. about unbacked sizes): it refines ranges, replacements and
-  // divisibility like a guard but is not checked by the guard program.
-  void assume(SymBool cond, std::string_view reason);
+  // States a fact known to hold. Over data-dependent (unbacked) symbols it refines ranges,
+  // replacements and divisibility like a guard but is not in the guard program (the caller
+  // asserts it at run time); over backed sizes it is recorded as a guard, so later calls check it.
+  void assume(SymBool cond, std::string_view reason,
+              std::source_location loc = std::source_location::current());
   // Narrows the range of an unbacked symbol.
   void constrain_range(SymInt symbol, int64_t min, int64_t max);
 

@@ -303,6 +303,17 @@ TEST(Scenario, UnbackedWaysOut) {
   EXPECT_TRUE(env.guards().empty());
 }
 
+TEST(Scenario, AssumeOnBackedSizesIsAGuard) {
+  ShapeEnv env;
+  auto x = symbolic_sizes(env, 0, {12});
+  env.assume(x[0] > 10, "[test] caller promises a big batch");
+  EXPECT_TRUE(x[0] > 5);  // decided from the narrowed range
+  EXPECT_EQ(env.produce_guards().to_string(),
+            "s0 = arg0.size(0)  # dynamic dim (duck sized)\n"
+            "arg0.size(0) > 10  # [test] caller promises a big batch\n"
+            "2 <= arg0.size(0)  # dynamic dim (0 and 1 are specialized)\n");
+}
+
 TEST(Scenario, AssumeAndConstrainRangeErrors) {
   ShapeEnv env;
   SymInt n = env.create_unbacked_symbol("item()");
