@@ -248,8 +248,10 @@ DnnlWeight dnnl_cached_weight(const Tensor& weight, const dnnl::memory::desc& us
   std::lock_guard<std::mutex> lock(c.mu);
   ++c.reorders;
   for (WeightEntry& x : c.entries) {  // another thread may have inserted it meanwhile
+    // The storage must be the same live object: a dead one may have left its address to ours.
     if (x.storage_ptr == e.storage_ptr && x.offset == e.offset && x.version == version &&
-        x.sizes == sizes && x.strides == strides && x.target_md == target_md) {
+        x.sizes == sizes && x.strides == strides && x.target_md == target_md &&
+        x.storage.lock() == storage) {
       x.last_use = ++c.clock;
       return {x.mem, x.buffer};
     }

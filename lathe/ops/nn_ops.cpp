@@ -322,6 +322,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
                      int64_t ignore_index) {
   LATHE_CHECK(logits.dim() == 1 || logits.dim() == 2,
               "[cross_entropy] input must be [N, C] or [C], got ", logits.shape_string());
+  LATHE_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
+              "[cross_entropy] target must hold class indices (i64), got ", target.shape_string());
+  LATHE_CHECK(logits.dim() == 2 ? (target.dim() == 1 && target.size(0) == logits.size(0))
+                                : target.dim() == 0,
+              "[cross_entropy] target ", target.shape_string(), " does not match input ",
+              logits.shape_string(), " (expected [N] for [N, C], or 0-d for [C])");
   return nll_loss(log_softmax(logits, logits.dim() - 1), target, reduction, ignore_index);
 }
 

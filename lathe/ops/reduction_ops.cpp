@@ -78,6 +78,8 @@ void register_reduction_ops(OpRegistry& r) {
   add_reduce(r, "mean", ReduceKind::mean);
   add_reduce(r, "amax", ReduceKind::amax);
   add_reduce(r, "amin", ReduceKind::amin);
+  add_reduce(r, "max", ReduceKind::amax);
+  add_reduce(r, "min", ReduceKind::amin);
   add_reduce(r, "argmax", ReduceKind::argmax);
   add_reduce(r, "argmin", ReduceKind::argmin);
   add_reduce(r, "var", ReduceKind::var);
@@ -97,8 +99,12 @@ Tensor amax(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
 Tensor amin(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   return red(LATHE_OP("amin"), x, std::move(dims), keepdim);
 }
-Tensor max(const Tensor& x, int64_t dim, bool keepdim) { return amax(x, {dim}, keepdim); }
-Tensor min(const Tensor& x, int64_t dim, bool keepdim) { return amin(x, {dim}, keepdim); }
+Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
+  return red(LATHE_OP("max"), x, {dim}, keepdim);
+}
+Tensor min(const Tensor& x, int64_t dim, bool keepdim) {
+  return red(LATHE_OP("min"), x, {dim}, keepdim);
+}
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return red(LATHE_OP("argmax"), x, {dim}, keepdim);
 }
