@@ -13,11 +13,13 @@ namespace {
 // Large blocks are kept after release and handed out again for the same rounded size: fresh
 // pages from the OS cost a page fault each (the kernel zeroes them), which made a 64 MiB
 // elementwise op several times slower than memcpy, and every eager forward reallocates its
-// activations. Small blocks go straight to malloc, which already caches them.
+// activations. Small blocks are cached too (aligned_alloc/free of a 64-byte block costs more
+// than the rest of a tiny op), up to a count.
 class BlockCache {
  public:
-  static constexpr size_t kMinCached = size_t{1} << 16;    // 64 KiB
+  static constexpr size_t kMinCached = size_t{1} << 16;       // rounding changes here
   static constexpr size_t kMaxCachedTotal = size_t{1} << 30;  // 1 GiB kept at most
+  static constexpr size_t kMaxCachedBlocks = 4096;
 
   static BlockCache& get() {
     static BlockCache* c = new BlockCache();  // never destroyed: storages may outlive statics
@@ -34,7 +36,7 @@ class BlockCache {
   }
 
   void* allocate(size_t rounded) {
-    if (rounded >= kMinCached) {
+    {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = free_.find(rounded);
       if (it != free_.end()) {
@@ -45,7 +47,7 @@ class BlockCache {
       }
     }
     void* p = std::aligned_alloc(64, rounded);
-    if (!p && rounded >= kMinCached) {  // give the cache back to the OS and retry
+    if (!p) {  // give the cache back to the OS and retry
       release_all();
       p = std::aligned_alloc(64, rounded);
     }
@@ -53,9 +55,9 @@ class BlockCache {
   }
 
   void release(void* p, size_t rounded) {
-    if (rounded >= kMinCached) {
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      if (cached_ + rounded <= kMaxCachedTotal) {
+      if (cached_ + rounded <= kMaxCachedTotal && free_.size() < kMaxCachedBlocks) {
         free_.emplace(rounded, p);
         cached_ += rounded;
         return;
