@@ -12,15 +12,21 @@
 
 namespace lathe::backend {
 
-// Values of the graph's size symbols for one call (symbol index -> value), as read by the guard
-// program; executables substitute them into symbolic attributes (e.g. a view's target size).
+// Values of the graph's size symbols for one call, indexed by symbol id: symbols[i] is the value
+// of the symbol whose expression has sym::Expr::value() == i (its id in the ShapeEnv that made
+// it; ids count backed and unbacked symbols together in creation order, so when a trace has only
+// backed symbols, symbols[i] is the value of the symbol printed s<i>). Executables substitute
+// them into symbolic attributes (e.g. a view's target size). May be empty for graphs without
+// symbolic attributes.
 using SymbolValues = std::span<const int64_t>;
 
 class Executable {
  public:
   virtual ~Executable() = default;
-  // Runs the graph. `inputs` follow Graph::inputs() order. Returns the graph outputs. Must be
-  // safe to call from several threads at once.
+  // Runs the graph. `inputs` follow Graph::inputs() order. Returns the graph outputs (a graph
+  // output that is a graph input is returned as the same tensor; a value returned twice comes
+  // back twice). In-place ops write into the input tensors they mutate (and bump their version),
+  // so buffer and parameter updates reach the caller. Safe to call from several threads at once.
   virtual std::vector<Tensor> run(std::span<const Tensor> inputs, SymbolValues symbols) = 0;
 };
 
@@ -28,15 +34,18 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  // The backend may keep the graph's structure; the graph is not used after compile returns.
+  // The graph is not used after compile returns: the executable copies what it needs. Symbolic
+  // expressions in attributes are kept by pointer, so the ShapeEnv that owns them must outlive
+  // the executable (a compile cache entry keeps both).
   virtual std::unique_ptr<Executable> compile(const ir::Graph& graph) = 0;
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;
-// Registers a backend by name (throws if taken). "interpreter" is built in.
+// Registers a backend by name (throws if taken). "interpreter" is built in. Thread-safe.
 void register_backend(const std::string& name, BackendFactory factory);
 // A new instance of the named backend; throws listing the known names when unknown.
 std::unique_ptr<Backend> create_backend(const std::string& name);
+// Registered names, sorted.
 std::vector<std::string> backend_names();
 
 }  // namespace lathe::backend

@@ -25,7 +25,16 @@ int64_t Generator::randint(int64_t lo, int64_t hi) {
 
 template <class Draw>
 static void fill_with(const Tensor& t, Draw draw) {
-  // Draw in logical order into a contiguous buffer, then place by strides.
+  if (t.is_contiguous()) {
+    LATHE_DISPATCH_ALL(t.dtype(), "random", [&] {
+      scalar_t* p = static_cast<scalar_t*>(t.raw_data());
+      const int64_t n = t.numel();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<scalar_t>(draw());
+    });
+    t.bump_version();
+    return;
+  }
+  // Draw in logical order, placing each value by strides.
   std::vector<int64_t> sz = t.shape(), st = t.int_strides();
   int64_t n = t.numel();
   std::vector<int64_t> idx(sz.size(), 0);

@@ -39,4 +39,7 @@ class Storage {
   std::atomic<uint64_t> version_{0};
 };
 
+// Returns the large blocks that freed tensors left for reuse to the system allocator.
+void release_cached_memory();
+
 }  // namespace lathe

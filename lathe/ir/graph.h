@@ -13,7 +13,14 @@
 
 namespace lathe::ir {
 
+class Graph;
 class Node;
+
+namespace detail {
+// Test-only access to a graph's internals (to build malformed graphs for the verifier's tests).
+// Declared here, defined only in tests.
+struct GraphSurgery;
+}  // namespace detail
 
 // Metadata of a value: dtype, device, symbolic sizes; strides when known (graph inputs and views
 // keep theirs; other results are unconstrained, the backend picks a layout).
@@ -22,8 +29,11 @@ struct ValueType {
   Device device;
   Shape sizes;
   Shape strides;  // empty when the layout is the backend's choice
-  // "f32[s0,64,112,112]"
+  // "f32[s0,64,112,112]"; strides follow in braces when they are not row-major
+  // ("f32[2,3,4,4]{48,1,12,3}"), the device after '@' when it is not the CPU ("f32[2]@lazy").
   std::string to_string() const;
+  // The type of a tensor (its dtype, device, sizes and strides).
+  static ValueType of(const Tensor& t);
 };
 
 // Where a graph input comes from.
@@ -32,12 +42,13 @@ struct InputSource {
   Kind kind = Kind::argument;
   int index = 0;     // argument position (argument) or capture slot (captured)
   std::string name;  // "x" or a module path such as "layer1.0.conv1.weight"
-  // "arg0" / "layer1.0.conv1.weight"
+  // Arguments print as "arg<index>"; captured tensors as their name ("capture<index>" without).
   std::string to_string() const;
 };
 
 class Value {
  public:
+  // Unique within its graph, in creation order; printed as %<id>.
   int id() const { return id_; }
   const ValueType& type() const { return type_; }
   ValueType& mutable_type() { return type_; }
@@ -49,6 +60,8 @@ class Value {
 
  private:
   friend class Graph;
+  friend struct detail::GraphSurgery;
+  const Graph* graph_ = nullptr;
   int id_ = 0;
   ValueType type_;
   Node* producer_ = nullptr;
@@ -66,9 +79,12 @@ class Node {
   Value* output(size_t i = 0) const { return outputs_.at(i); }
   // True when the op writes into one of its inputs (kept by DCE, never merged by CSE).
   bool has_side_effects() const { return !op_->mutated_inputs.empty(); }
+  // "%5" (its first output) for messages.
+  std::string name() const;
 
  private:
   friend class Graph;
+  friend struct detail::GraphSurgery;
   const OpDef* op_ = nullptr;
   std::vector<Value*> inputs_;
   Attrs attrs_;
@@ -82,9 +98,11 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
 
   Value* add_input(ValueType type, InputSource source);
-  // Appends a node (nodes stay in topological order: inputs must already exist).
+  // Appends a node (nodes stay in topological order: inputs must already exist in this graph;
+  // throws "[ir.graph] ..." otherwise). One output value per output type.
   Node* add_node(const OpDef& op, std::vector<Value*> inputs, Attrs attrs,
                  std::vector<ValueType> output_types);
+  // Every output must be a value of this graph; a value may appear more than once.
   void set_outputs(std::vector<Value*> outputs);
 
   const std::vector<Value*>& inputs() const { return inputs_; }
@@ -94,27 +112,41 @@ class Graph {
   std::vector<Node*> nodes() const;
   size_t num_nodes() const { return nodes_.size(); }
 
-  // Removes nodes for which keep(node) is false; their outputs must be unused.
+  // Removes the nodes for which remove(node) is true, with their output values. Their outputs
+  // must be unused by kept nodes and by the graph outputs (throws otherwise, changing nothing).
   void remove_nodes_if(const std::function<bool(const Node&)>& remove);
   // Replaces every use of `from` (inputs of nodes and graph outputs) with `to`.
   void replace_all_uses(Value* from, Value* to);
 
-  // One line per input and node, FX style:
-  //   %x : f32[s0,3,224,224] = input arg0
-  //   %5 = conv2d(%x, %p3, stride=[2,2]) : f32[s0,64,112,112]
-  //   return (%9)
+  // One line per input and node, FX style; every value prints as %<id>:
+  //   %0 : f32[s0,3,224,224] = input arg0
+  //   %1 : f32[64,3,7,7] = input conv1.weight
+  //   %2 = conv2d(%0, %1, None, stride=[2,2], padding=[3,3], dilation=[1,1], groups=1) :
+  //        f32[s0,64,112,112]        (on one line)
+  //   %3, %4 = some_op(%2) : f32[2], f32[2]
+  //   return (%2)
+  // Undefined optional inputs print as None; attributes as Attrs::to_string.
   std::string to_string() const;
-  // Checks SSA form, topological order, no dangling values, input counts, and that every node's
-  // output types are what its shape rule computes (on fake tensors of the input types). Throws
-  // lathe::Error("[ir.verify] ...") naming the node.
+  // Checks SSA form (each value defined once, before its uses, by this graph), no dangling values
+  // (node inputs and graph outputs are defined), users lists, input counts, and that every
+  // node's output types are what its shape rule computes on fake tensors of the input types
+  // (dtype and sizes, and strides when both sides have them; symbolic sizes compare structurally,
+  // never guarding). Throws lathe::Error("[ir.verify] node %7 (conv2d): ...") naming the node.
+  // Shape rules run over the graph's symbolic sizes, so the ShapeEnv that made them must be alive;
+  // conditions decided while tracing are provable and add no guard.
   void verify() const;
-  // Hash of ops, attributes, value types and input positions (never data).
+  // Hash of ops (by name), attributes (symbolic sizes by structure), value types, input sources'
+  // kinds and indices, and which value feeds each input and output position (never data, never
+  // value ids or source names).
   uint64_t structural_hash() const;
-  // Full structural comparison (what the hash summarizes).
+  // Full structural comparison of what the hash summarizes: true when both graphs compute the
+  // same thing from inputs of the same types (ops, attributes, types, wiring, outputs).
   bool structurally_equal(const Graph& other) const;
 
  private:
+  friend struct detail::GraphSurgery;
   Value* new_value(ValueType type);
+  int next_id_ = 0;
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> inputs_;

@@ -207,9 +207,9 @@ WeightCache& weight_cache() {
 }
 }  // namespace
 
-DnnlWeight dnnl_cached_weight(const Tensor& weight, const dnnl::memory::desc& user_md,
+DnnlWeight dnnl_cached_weight(const Tensor& weight,
+                              const std::function<dnnl::memory::desc()>& user_md_fn,
                               const dnnl::memory::desc& target_md) {
-  if (user_md == target_md) return {dnnl_mem(user_md, weight), weight.impl().storage};
   const std::shared_ptr<Storage>& storage = weight.impl().storage;
   const uint64_t version = storage->version();
   const auto sizes = weight.shape();
@@ -226,6 +226,9 @@ DnnlWeight dnnl_cached_weight(const Tensor& weight, const dnnl::memory::desc& us
       }
     }
   }
+  // The primitive may want the weight exactly as stored: then no reorder and no cache entry.
+  const dnnl::memory::desc user_md = user_md_fn();
+  if (user_md == target_md) return {dnnl_mem(user_md, weight), storage};
   // Reorder outside the lock.
   WeightEntry e;
   e.storage = storage;
@@ -369,9 +372,3 @@ Tensor to_channels_last_copy(const Tensor& t) {
 }
 
 }  // namespace lathe::detail
-
-namespace lathe {
-// Until the copy ops land in main, Tensor::contiguous() (used by reshape) has no definition and
-// nothing links; this weak fallback yields to the real definition as soon as it exists.
-__attribute__((weak)) Tensor Tensor::contiguous() const { return detail::to_contiguous(*this); }
-}  // namespace lathe

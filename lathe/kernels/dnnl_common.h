@@ -39,6 +39,7 @@ dnnl::memory dnnl_mem(const dnnl::memory::desc& md, const Tensor& t);
 // A key for the primitive caches: a flat list of integers (op tag, dims, strides, attributes,
 // thread count), compared exactly.
 struct DnnlKey {
+  DnnlKey() { v.reserve(48); }
   std::vector<int64_t> v;
   DnnlKey& add(int64_t x) {
     v.push_back(x);
@@ -85,7 +86,9 @@ struct DnnlWeight {
   dnnl::memory mem;
   std::shared_ptr<void> hold;  // keeps the reordered buffer alive while in use
 };
-DnnlWeight dnnl_cached_weight(const Tensor& weight, const dnnl::memory::desc& user_md,
+// `user_md` describes the weight as stored; it is only called when a reorder has to run.
+DnnlWeight dnnl_cached_weight(const Tensor& weight,
+                              const std::function<dnnl::memory::desc()>& user_md,
                               const dnnl::memory::desc& target_md);
 // Number of reordered weights currently cached, and how many reorders have run (for tests).
 size_t dnnl_weight_cache_size();

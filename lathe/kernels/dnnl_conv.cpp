@@ -52,23 +52,22 @@ void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
   // Permuted weights are read in place by the reorder; broadcast (stride-0) ones are copied.
   Tensor w = w_in.is_non_overlapping_and_dense() ? w_in : to_contiguous(w_in);
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
-  memory::desc src_md = dnnl_md(x, true);
-  memory::desc dst_md = dnnl_md(out, out.is_channels_last());
-  memory::desc wuser_md = user_weight_md(w, p.groups);
-
   DnnlKey key;
   key.add(1).add(x.shape()).add(out.int_strides()).add(x.int_strides()).add(w.shape());
   key.add(p.groups).add(bias.defined() ? 1 : 0);
   for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
   key.add(dnnl_prepare_threads());
-  auto prim =
-      dnnl_cached_primitive(key, [&] { return make_conv(src_md, dst_md, w, bias.defined(), p); });
-
-  DnnlWeight wmem = dnnl_cached_weight(w, wuser_md, prim->pd.weights_desc());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(src_md, x)},
+  // Descriptors are built only on a miss; a hit reads them back from the primitive.
+  auto prim = dnnl_cached_primitive(key, [&] {
+    return make_conv(dnnl_md(x, true), dnnl_md(out, out.is_channels_last()), w, bias.defined(), p);
+  });
+  const dnnl::primitive_desc& pd = prim->pd;
+  DnnlWeight wmem = dnnl_cached_weight(
+      w, [&] { return user_weight_md(w, p.groups); }, pd.weights_desc());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(pd.src_desc(), x)},
                                        {DNNL_ARG_WEIGHTS, wmem.mem},
-                                       {DNNL_ARG_DST, dnnl_mem(dst_md, out)}};
-  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(dnnl_md(bias), bias));
+                                       {DNNL_ARG_DST, dnnl_mem(pd.dst_desc(), out)}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(pd.weights_desc(1), bias));
   dnnl_execute(*prim, std::move(args));
 }
 

@@ -32,10 +32,10 @@ bool gemm_readable(const Tensor& t) {
   auto st = t.int_strides();
   const int64_t r = t.dim();
   const int64_t rows = sz[r - 2], cols = sz[r - 1];
-  const int64_t srow = st[r - 2], scol = st[r - 1];
-  if (cols == 1 || scol == 1) return rows == 1 || srow >= cols;
-  if (rows == 1 || srow == 1) return scol >= rows;
-  return false;
+  // Size-1 dims get the strides dnnl_md normalises them to.
+  const int64_t scol = cols == 1 ? 1 : st[r - 1];
+  const int64_t srow = rows == 1 ? scol * cols : st[r - 2];
+  return (scol == 1 && srow >= cols) || (srow == 1 && scol >= rows);
 }
 
 // The oneDNN view of a matmul operand: batch dims with stride 0 (broadcast) become size 1.
@@ -151,24 +151,23 @@ void linear_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, 
   Tensor w = w_in.is_non_overlapping_and_dense() ? w_in : to_contiguous(w_in);
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
   const int64_t K = x.shape()[1], N = w.shape()[0];
-  memory::desc x_md = dnnl_md(x), o_md = dnnl_md(out);
-  // W^T described by strides: no transpose copy (and none at all once reordered and cached).
-  memory::desc wuser_md = dnnl_md({K, N}, {w.int_strides()[1], w.int_strides()[0]}, w.dtype());
   DnnlKey key;
   key.add(3).add(x.shape()).add(x.int_strides()).add(N).add(bias.defined() ? 1 : 0);
   key.add(out.int_strides()).add(dnnl_prepare_threads());
-  auto prim =
-      dnnl_cached_primitive(key, [&] { return make_linear(x_md, K, N, bias.defined(), o_md); });
+  auto prim = dnnl_cached_primitive(
+      key, [&] { return make_linear(dnnl_md(x), K, N, bias.defined(), dnnl_md(out)); });
   LATHE_CHECK(prim != nullptr, "[linear] oneDNN rejected x ", x.shape_string(), " weight ",
               w.shape_string());
-  DnnlWeight wmem = dnnl_cached_weight(w, wuser_md, prim->pd.weights_desc());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(x_md, x)},
+  const dnnl::primitive_desc& pd = prim->pd;
+  // W^T described by strides: no transpose copy (and none at all once reordered and cached).
+  auto user_md = [&] {
+    return dnnl_md({K, N}, {w.int_strides()[1], w.int_strides()[0]}, w.dtype());
+  };
+  DnnlWeight wmem = dnnl_cached_weight(w, user_md, pd.weights_desc());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(pd.src_desc(), x)},
                                        {DNNL_ARG_WEIGHTS, wmem.mem},
-                                       {DNNL_ARG_DST, dnnl_mem(o_md, out)}};
-  if (bias.defined()) {
-    memory::desc b_md({1, N}, memory::data_type::f32, memory::format_tag::ab);
-    args.emplace(DNNL_ARG_BIAS, dnnl_mem(b_md, bias));
-  }
+                                       {DNNL_ARG_DST, dnnl_mem(pd.dst_desc(), out)}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(pd.weights_desc(1), bias));
   dnnl_execute(*prim, std::move(args));
 }
 

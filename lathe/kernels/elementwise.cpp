@@ -4,6 +4,17 @@
 
 namespace lathe::kernels {
 
+Tensor broadcast_to(const Tensor& t, const Shape& sizes) {
+  if (t.sizes() == sizes) return t;
+  const int64_t n = static_cast<int64_t>(sizes.size()), k = t.dim();
+  Shape st(n, 0);
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t o = n - k + i;
+    st[o] = t.sizes()[i] == sizes[o] ? t.strides()[i] : SymInt(0);
+  }
+  return make_view(t, sizes, std::move(st), t.storage_offset());
+}
+
 void copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {

@@ -6,6 +6,10 @@
 
 namespace lathe::kernels {
 
+// A stride-0 broadcast view of t with `sizes` (numpy rules; the caller has validated them).
+// Unlike Tensor::expand it does not go through dispatch: kernels use it on real tensors.
+Tensor broadcast_to(const Tensor& t, const Shape& sizes);
+
 // dst = src converted to dst's dtype, any layouts, same shapes.
 void copy(const Tensor& dst, const Tensor& src);
 // Sets every element of t to v.

@@ -1,63 +1,79 @@
 #include "lathe/kernels/loop.h"
 
-#include <numeric>
+#include <cstdlib>
 
 namespace lathe::kernels {
 
 LoopPlan make_loop_plan(const std::vector<Tensor>& ops) {
   LoopPlan plan;
-  LATHE_CHECK(!ops.empty() && ops.size() <= kMaxLoopArgs, "[loop] bad operand count ", ops.size());
+  const int na = static_cast<int>(ops.size());
+  LATHE_CHECK(na >= 1 && na <= kMaxLoopArgs, "[loop] bad operand count ", na);
   const Tensor& out = ops[0];
-  std::vector<int64_t> sz = out.shape();
-  int nd0 = static_cast<int>(sz.size());
+  const int nd0 = static_cast<int>(out.dim());
   LATHE_CHECK(nd0 <= kMaxLoopDims, "[loop] tensors of more than ", kMaxLoopDims,
               " dims are not supported, got ", out.shape_string());
-  plan.nargs = static_cast<int>(ops.size());
-  plan.numel = out.numel();
-  std::vector<std::vector<int64_t>> st(ops.size());
-  for (size_t a = 0; a < ops.size(); ++a) {
-    LATHE_CHECK(ops[a].shape() == sz, "[loop] operand ", a, " has shape ", ops[a].shape_string(),
+  // Fixed-size arrays: this runs for every eager elementwise op, so no heap allocation.
+  int64_t sz[kMaxLoopDims];
+  int64_t st[kMaxLoopArgs][kMaxLoopDims];
+  plan.nargs = na;
+  plan.numel = 1;
+  for (int d = 0; d < nd0; ++d) {
+    sz[d] = out.sizes()[d].expect_int();
+    plan.numel *= sz[d];
+  }
+  for (int a = 0; a < na; ++a) {
+    LATHE_CHECK(ops[a].dim() == nd0, "[loop] operand ", a, " has shape ", ops[a].shape_string(),
                 ", expected ", out.shape_string());
-    st[a] = ops[a].int_strides();
-    int64_t isz = static_cast<int64_t>(itemsize(ops[a].dtype()));
-    for (auto& s : st[a]) s *= isz;
+    const int64_t isz = static_cast<int64_t>(itemsize(ops[a].dtype()));
+    for (int d = 0; d < nd0; ++d) {
+      LATHE_CHECK(ops[a].sizes()[d].expect_int() == sz[d], "[loop] operand ", a, " has shape ",
+                  ops[a].shape_string(), ", expected ", out.shape_string());
+      st[a][d] = ops[a].strides()[d].expect_int() * isz;
+    }
     plan.base[a] = static_cast<char*>(ops[a].raw_data());
   }
-  // Order dims outermost-first by the output's strides (then by the first input's), dropping
-  // size-1 dims.
-  std::vector<int> perm;
+  // Order dims outermost-first by the output's strides (then the inputs'), dropping size-1
+  // dims; insertion sort keeps it stable and allocation-free.
+  int perm[kMaxLoopDims];
+  int np = 0;
   for (int d = 0; d < nd0; ++d)
-    if (sz[d] != 1) perm.push_back(d);
-  std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) {
-    for (size_t k = 0; k < st.size(); ++k) {
-      int64_t x = std::abs(st[k][a]), y = std::abs(st[k][b]);
-      if (x != y) return x > y;
+    if (sz[d] != 1) perm[np++] = d;
+  auto outer_first = [&](int x, int y) {
+    for (int a = 0; a < na; ++a) {
+      int64_t u = std::abs(st[a][x]), v = std::abs(st[a][y]);
+      if (u != v) return u > v;
     }
     return false;
-  });
+  };
+  for (int i = 1; i < np; ++i) {
+    int key = perm[i], j = i - 1;
+    while (j >= 0 && outer_first(key, perm[j])) {
+      perm[j + 1] = perm[j];
+      --j;
+    }
+    perm[j + 1] = key;
+  }
   // Merge neighbours that are contiguous for every operand.
-  std::vector<int64_t> msz;
-  std::vector<std::vector<int64_t>> mst(ops.size());
-  for (int d : perm) {
-    bool merge = !msz.empty();
-    for (size_t a = 0; merge && a < ops.size(); ++a) merge = mst[a].back() == st[a][d] * sz[d];
+  int nd = 0;
+  for (int i = 0; i < np; ++i) {
+    const int d = perm[i];
+    bool merge = nd > 0;
+    for (int a = 0; merge && a < na; ++a) merge = plan.strides[a][nd - 1] == st[a][d] * sz[d];
     if (merge) {
-      msz.back() *= sz[d];
-      for (size_t a = 0; a < ops.size(); ++a) mst[a].back() = st[a][d];
+      plan.sizes[nd - 1] *= sz[d];
+      for (int a = 0; a < na; ++a) plan.strides[a][nd - 1] = st[a][d];
     } else {
-      msz.push_back(sz[d]);
-      for (size_t a = 0; a < ops.size(); ++a) mst[a].push_back(st[a][d]);
+      plan.sizes[nd] = sz[d];
+      for (int a = 0; a < na; ++a) plan.strides[a][nd] = st[a][d];
+      ++nd;
     }
   }
-  if (msz.empty()) {
-    msz.push_back(1);
-    for (auto& v : mst) v.push_back(0);
+  if (nd == 0) {
+    plan.sizes[0] = 1;
+    for (int a = 0; a < na; ++a) plan.strides[a][0] = 0;
+    nd = 1;
   }
-  plan.ndim = static_cast<int>(msz.size());
-  for (int d = 0; d < plan.ndim; ++d) {
-    plan.sizes[d] = msz[d];
-    for (size_t a = 0; a < ops.size(); ++a) plan.strides[a][d] = mst[a][d];
-  }
+  plan.ndim = nd;
   return plan;
 }
 

@@ -42,8 +42,14 @@ void run_loop(const LoopPlan& plan, Row&& row) {
   for (int a = 0; a < na; ++a) inner_st[a] = plan.strides[a][nd - 1];
   int64_t rows = plan.numel / std::max<int64_t>(inner, 1);
 
-  // A single long row is split into chunks so both cores work on it.
   int threads = plan.numel >= kParallelGrain ? num_threads() : 1;
+  if (threads == 1 && nd == 1) {  // small and flat: no OpenMP region at all
+    char* p[kMaxLoopArgs];
+    for (int a = 0; a < na; ++a) p[a] = plan.base[a];
+    row(p, inner_st, inner);
+    return;
+  }
+  // A single long row is split into chunks so both cores work on it.
   if (rows == 1) {
     int64_t chunks = threads > 1 ? threads * 4 : 1;
     int64_t chunk = (inner + chunks - 1) / chunks;

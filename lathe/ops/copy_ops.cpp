@@ -57,7 +57,7 @@ std::vector<TensorMeta> copy_inplace_rule(TensorList in, const Attrs&) {
 
 std::vector<Tensor> copy_inplace_kernel(TensorList in, const Attrs&,
                                         const std::vector<TensorMeta>&) {
-  Tensor src = in[1].expand(in[0].sizes());
+  Tensor src = kernels::broadcast_to(in[1], in[0].sizes());
   kernels::copy(in[0], src);
   return {in[0]};
 }

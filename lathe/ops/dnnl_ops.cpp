@@ -96,7 +96,6 @@ std::vector<TensorMeta> conv2d_rule(TensorList in, const Attrs& a) {
   check_floating(x, "conv2d", "input");
   check_same_dtype(x, "input", w, "weight", "conv2d");
   detail::Conv2dParams p = conv_params(a);
-  const std::string shapes = str("input ", x.shape_string(), ", weight ", w.shape_string());
   LATHE_CHECK(p.groups > 0, "[conv2d] groups must be positive, got ", p.groups);
   for (int i = 0; i < 2; ++i) {
     LATHE_CHECK(p.stride[i] > 0, "[conv2d] stride must be positive, got ", a.get_ints("stride"));
@@ -108,14 +107,18 @@ std::vector<TensorMeta> conv2d_rule(TensorList in, const Attrs& a) {
   const int64_t off = x.dim() - 3;  // index of the channel dim
   const SymInt C = x.sizes()[off], O = w.sizes()[0], Cg = w.sizes()[1];
   LATHE_CHECK(O.expect_int() % p.groups == 0, "[conv2d] out_channels ", O,
-              " is not divisible by groups ", p.groups, ": ", shapes);
+              " is not divisible by groups ", p.groups, ": input ", x.shape_string(), ", weight ",
+              w.shape_string());
   LATHE_CHECK(C.expect_int() % p.groups == 0, "[conv2d] input channels ", C,
-              " are not divisible by groups ", p.groups, ": ", shapes);
+              " are not divisible by groups ", p.groups, ": input ", x.shape_string(), ", weight ",
+              w.shape_string());
   LATHE_CHECK(C == Cg * p.groups, "[conv2d] input has ", C, " channels, weight expects ",
-              Cg * p.groups, " (in_channels/groups ", Cg, " x groups ", p.groups, "): ", shapes);
+              Cg * p.groups, " (in_channels/groups ", Cg, " x groups ", p.groups, "): input ",
+              x.shape_string(), ", weight ", w.shape_string());
   if (b.defined()) {
     LATHE_CHECK(b.dim() == 1 && b.sizes()[0] == O, "[conv2d] bias must be 1-d with ", O,
-                " elements (out_channels), got bias ", b.shape_string(), ": ", shapes);
+                " elements (out_channels), got bias ", b.shape_string(), ": input ",
+                x.shape_string(), ", weight ", w.shape_string());
     check_same_dtype(x, "input", b, "bias", "conv2d");
   }
   Shape out_sz;
@@ -129,7 +132,8 @@ std::vector<TensorMeta> conv2d_rule(TensorList in, const Attrs& a) {
     LATHE_CHECK(dk <= padded, "[conv2d] kernel ", w.sizes()[2], "x", w.sizes()[3], " (dilation ",
                 a.get_ints("dilation"), ") is larger than the padded input ",
                 x.sizes()[off + 1] + 2 * p.padding[0], "x", x.sizes()[off + 2] + 2 * p.padding[1],
-                ": ", shapes, ", padding ", a.get_ints("padding"));
+                ": input ", x.shape_string(), ", weight ", w.shape_string(), ", padding ",
+                a.get_ints("padding"));
     out_sz.push_back(floor_div(padded - dk, p.stride[i]) + 1);
   }
   return {meta(out_sz, channels_last_strides_any(out_sz), x)};

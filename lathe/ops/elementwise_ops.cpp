@@ -34,8 +34,8 @@ template <class F>
 EagerKernel binary_kernel(const char* name, BinKind kind, F f) {
   return [name, kind, f](TensorList in, const Attrs& attrs, const std::vector<TensorMeta>& m) {
     DType cd = binary_compute_dtype(in[0].dtype(), in[1].dtype(), kind);
-    Tensor a = in[0].to(cd).expand(m[0].sizes);
-    Tensor b = in[1].to(cd).expand(m[0].sizes);
+    Tensor a = kernels::broadcast_to(in[0].to(cd), m[0].sizes);
+    Tensor b = kernels::broadcast_to(in[1].to(cd), m[0].sizes);
     Tensor out = alloc_output(m[0].sizes, m[0].dtype, in);
     double alpha = attrs.has("alpha") ? attrs.get_double("alpha") : 1.0;
     LATHE_DISPATCH_ALL(cd, name, [&] {
@@ -153,9 +153,9 @@ std::vector<TensorMeta> where_rule(TensorList in, const Attrs&) {
 }
 
 std::vector<Tensor> where_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>& m) {
-  Tensor c = in[0].expand(m[0].sizes);
-  Tensor a = in[1].to(m[0].dtype).expand(m[0].sizes);
-  Tensor b = in[2].to(m[0].dtype).expand(m[0].sizes);
+  Tensor c = kernels::broadcast_to(in[0], m[0].sizes);
+  Tensor a = kernels::broadcast_to(in[1].to(m[0].dtype), m[0].sizes);
+  Tensor b = kernels::broadcast_to(in[2].to(m[0].dtype), m[0].sizes);
   Tensor out = alloc_output(m[0].sizes, m[0].dtype, in);
   LATHE_DISPATCH_ALL(m[0].dtype, "where", [&] {
     using T = scalar_t;

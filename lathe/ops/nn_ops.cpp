@@ -149,8 +149,8 @@ std::vector<Tensor> batch_norm_kernel(TensorList in, const Attrs& a,
   }
   Shape bshape(x.dim(), 1);
   bshape[1] = C;
-  Tensor sc = scale.to(dt).view(bshape).expand(x.sizes());
-  Tensor sh = shift.to(dt).view(bshape).expand(x.sizes());
+  Tensor sc = kernels::broadcast_to(scale.to(dt).view(bshape), x.sizes());
+  Tensor sh = kernels::broadcast_to(shift.to(dt).view(bshape), x.sizes());
   Tensor out = alloc_output(x.sizes(), dt, {&x, 1});
   LATHE_DISPATCH_FLOATING(dt, "batch_norm", [&] {
     using T = scalar_t;

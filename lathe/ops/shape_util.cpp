@@ -57,8 +57,9 @@ TensorMeta result_meta(Shape sizes, DType dtype, Device device) {
 
 Tensor alloc_output(const Shape& sizes, DType dtype, TensorList like) {
   for (const Tensor& t : like) {
-    if (t.defined() && t.sizes() == sizes && t.is_non_overlapping_and_dense())
-      return empty_like(t, dtype);
+    if (!t.defined() || t.sizes() != sizes) continue;
+    if (t.is_contiguous()) return empty(sizes, dtype);
+    if (t.is_non_overlapping_and_dense()) return empty_like(t, dtype);
   }
   return empty(sizes, dtype);
 }

@@ -11,6 +11,12 @@
 #include "lathe/io/safetensors.h"
 #include "tests/io/io_test_util.h"
 
+// In a -DLATHE_ASAN=ON build, make UBSan findings fatal so they fail the test instead of only
+// printing (harmless in other builds: nothing calls it).
+extern "C" __attribute__((used, visibility("default"))) const char* __ubsan_default_options() {
+  return "halt_on_error=1:print_stacktrace=1";
+}
+
 namespace lathe::io {
 namespace {
 

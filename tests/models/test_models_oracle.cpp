@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -118,8 +119,11 @@ TEST_P(ModelOracle, MatchesPyTorch) {
   const std::vector<Tensor> want = tensors_with_prefix(io_file, "output.");
   const std::vector<Tensor> got = spec->forward(inputs);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_LT(relative_error(got[i], want[i]), tol) << name << " eval output " << i;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = relative_error(got[i], want[i]);
+    std::printf("[oracle] %s eval output %zu: relative error %.3g\n", name.c_str(), i, err);
+    EXPECT_LT(err, tol) << name << " eval output " << i;
+  }
 
   if (!is_cnn(name)) return;
   // Train mode from the same weights, Dropout kept inactive as the generator did.
@@ -131,25 +135,34 @@ TEST_P(ModelOracle, MatchesPyTorch) {
   const std::vector<Tensor> want_train = tensors_with_prefix(io_file, "train_output.");
   const std::vector<Tensor> got_train = train->forward(inputs);
   ASSERT_EQ(got_train.size(), want_train.size());
-  for (size_t i = 0; i < got_train.size(); ++i)
-    EXPECT_LT(relative_error(got_train[i], want_train[i]), tol) << name << " train output " << i;
+  for (size_t i = 0; i < got_train.size(); ++i) {
+    const double err = relative_error(got_train[i], want_train[i]);
+    std::printf("[oracle] %s train output %zu: relative error %.3g\n", name.c_str(), i, err);
+    EXPECT_LT(err, tol) << name << " train output " << i;
+  }
   const auto state = train->module->state_dict();
   int checked = 0;
+  double worst_state = 0;
   for (const std::string& key : io_file.keys()) {
     if (key.rfind("train_state.", 0) != 0) continue;
     const std::string buffer = key.substr(std::string("train_state.").size());
     ASSERT_TRUE(state.count(buffer)) << name << ": no buffer " << buffer;
     const Tensor want_state = io_file.get(key);
     EXPECT_EQ(state.at(buffer).dtype(), want_state.dtype()) << buffer;
-    EXPECT_LT(relative_error(state.at(buffer), want_state), tol) << name << " " << buffer;
+    const double err = relative_error(state.at(buffer), want_state);
+    worst_state = std::max(worst_state, err);
+    EXPECT_LT(err, tol) << name << " " << buffer;
     ++checked;
   }
   const int buffers = static_cast<int>(train->module->named_buffers().size());
   EXPECT_EQ(checked, buffers) << name << ": every running stat is compared";
+  std::printf("[oracle] %s train state (%d buffers): worst relative error %.3g\n", name.c_str(),
+              checked, worst_state);
 #endif
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ModelOracle,
                          ::testing::Values("resnet18", "resnet50", "resnext50_32x4d", "alexnet",
                                            "vgg16", "mobilenet_v2", "mnasnet1_0", "squeezenet1_1",
-                                           "bert", "vit"));
+                                           "bert", "vit"),
+                         [](const auto& info) { return info.param; });

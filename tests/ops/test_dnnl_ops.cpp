@@ -294,8 +294,10 @@ TEST(DnnlConv2d, ReorderedWeightIsCachedAndRefreshedOnVersionBump) {
   Tensor b = randn({16});
   Tensor y1 = conv2d(x, w, b, {1, 1}, {1, 1}, {1, 1}, 1);
   uint64_t reorders = detail::dnnl_weight_reorder_count();
+  size_t primitives = detail::dnnl_primitive_cache_size();
   Tensor y2 = conv2d(x, w, b, {1, 1}, {1, 1}, {1, 1}, 1);
   EXPECT_EQ(detail::dnnl_weight_reorder_count(), reorders) << "second call reordered again";
+  EXPECT_EQ(detail::dnnl_primitive_cache_size(), primitives) << "second call made a primitive";
   EXPECT_EQ(y1.to_vector<float>(), y2.to_vector<float>());
 
   // An in-place write that bumps the version must be seen.
@@ -365,6 +367,7 @@ TEST(DnnlConv2d, RejectsBadInput) {
   Tensor x = randn({1, 3, 8, 8});
   Tensor w = randn({4, 3, 3, 3});
   expect_error([&] { conv2d(randn({3, 8}), w); }, {"[conv2d]", "3-d (C,H,W) or 4-d", "f32[3,8]"});
+  expect_error([&] { conv2d(Tensor(), w); }, {"[conv2d] input and weight must be defined"});
   expect_error([&] { conv2d(x, randn({4, 3, 3})); }, {"[conv2d]", "4-d weight", "f32[4,3,3]"});
   expect_error(
       [&] {
@@ -498,7 +501,14 @@ TEST(DnnlMatmul, StridedOperandsNeedNoCopyAndStayCorrect) {
     // Batch dims permuted (not dense).
     Tensor ap = randn({3, 2, 4, 5}, dt).permute({1, 0, 2, 3});
     const std::vector<std::pair<Tensor, Tensor>> pairs = {
-        {at, bt}, {q, kt}, {as, bs}, {ae, be}, {ap, randn({5, 3}, dt)}, {bt.t(), at.t()}};
+        {at, bt},
+        {q, kt},
+        {as, bs},
+        {ae, be},
+        {ap, randn({5, 3}, dt)},
+        {bt.t(), at.t()},
+        {randn({10}, dt).slice(0, 0, 10, 2), randn({5, 3}, dt)},   // strided vector @ matrix
+        {randn({3, 5}, dt), randn({15}, dt).slice(0, 0, 15, 3)}};  // matrix @ strided vector
     for (const auto& [a, b] : pairs) {
       auto [shape, ref] =
           ref_matmul(a.shape(), a.to_vector<double>(), b.shape(), b.to_vector<double>());
@@ -509,6 +519,7 @@ TEST(DnnlMatmul, StridedOperandsNeedNoCopyAndStayCorrect) {
 }
 
 TEST(DnnlMatmul, RejectsBadInput) {
+  expect_error([&] { matmul(randn({3}), Tensor()); }, {"[matmul] both operands must be defined"});
   expect_error(
       [&] {
         matmul(randn({2, 3}), randn({4, 5}));
@@ -549,7 +560,8 @@ TEST(DnnlLinear, MatchesReference) {
         randn({3, 2, 8}, dt).transpose(0, 1),      // leading dims do not collapse
         randn({2, 5, 16}, dt).slice(2, 0, 16, 2),  // strided features
         randn({1, 1, 8}, dt),
-        randn({70, 8}, dt)};
+        randn({70, 8}, dt),
+        randn({16}, dt).slice(0, 0, 16, 2)};  // strided 1-d input
     for (const Tensor& x : xs) {
       for (const Tensor& weight : {w, wt}) {
         for (bool with_bias : {true, false}) {
@@ -590,6 +602,16 @@ TEST(DnnlLinear, RejectsBadInput) {
       },
       {"[linear] bias must be 1-d with 6 elements", "f32[5]"});
   expect_error([&] { linear(randn({}), w); }, {"[linear] input must have at least 1 dim"});
+  expect_error(
+      [&] {
+        linear(randn({4, 8}), Tensor());
+      },
+      {"[linear] input and weight must be defined"});
+  expect_error(
+      [&] {
+        linear(randn({4, 8}), w, randn({6}, DType::f64));
+      },
+      {"[linear] input and bias dtypes differ", "f64[6]"});
   expect_error(
       [&] {
         linear(randn({4, 8}, DType::f64), w);
@@ -700,6 +722,28 @@ TEST(DnnlPool, AdaptiveAvgPoolMatchesReference) {
 
 TEST(DnnlPool, RejectsBadInput) {
   Tensor x = randn({1, 3, 8, 8});
+  expect_error([&] { max_pool2d(Tensor(), {2, 2}); }, {"[max_pool2d] input must be defined"});
+  expect_error(
+      [&] {
+        avg_pool2d(x, {2, 2}, {2, 2}, {-1, 0});
+      },
+      {"[avg_pool2d] padding must be non-negative"});
+  expect_error([&] { avg_pool2d(x, {2, 2}, {2, 0}); }, {"[avg_pool2d] stride must be positive"});
+  expect_error(
+      [&] {
+        adaptive_avg_pool2d(randint(0, 3, {1, 3, 4, 4}), {2, 2});
+      },
+      {"[adaptive_avg_pool2d] input dtype i64 is not supported"});
+  expect_error(
+      [&] {
+        adaptive_avg_pool2d(randn({1, 3, 0, 4}), {2, 2});
+      },
+      {"[adaptive_avg_pool2d] input has an empty spatial dim", "f32[1,3,0,4]"});
+  expect_error(
+      [&] {
+        adaptive_avg_pool2d(x, {2, 2, 2});
+      },
+      {"[adaptive_avg_pool2d] output_size must have 1 or 2 values"});
   expect_error(
       [&] {
         max_pool2d(randn({3, 8}), {2, 2});
