@@ -111,11 +111,7 @@ Tensor Tensor::to(DType dt) const {
   return clone_as(*this, "preserve", dt);
 }
 
-Tensor Tensor::to(Device d) const {
-  LATHE_CHECK(d == device(), "[to] moving tensors to device ", d,
-              " is not supported yet (tensor is on ", device(), ")");
-  return *this;
-}
+// Tensor::to(Device) lives in lathe/lazy/transfer.cpp (the only other device).
 
 Tensor& Tensor::copy_(const Tensor& src) {
   Tensor in[2] = {*this, src};
