@@ -27,24 +27,24 @@ namespace lathe::lazy {
 
 // Counters and times since the last reset_metrics(), as torch_xla's metrics report.
 struct Metrics {
-  int64_t ops_traced = 0;        // ops recorded as IR nodes
-  int64_t syncs = 0;             // sync() calls that had pending work
-  int64_t graphs_built = 0;      // graphs built from pending work (one per such sync)
-  int64_t graph_nodes = 0;       // nodes in those graphs, summed
-  int64_t graph_hashes = 0;      // structural hashes computed
-  int64_t cache_hits = 0;        // executables found (hash and full structure matched)
-  int64_t cache_misses = 0;      // no executable for the graph: compiled
-  int64_t hash_collisions = 0;   // hash matched an entry whose structure differs
-  int64_t compiles = 0;          // backend compiles
-  int64_t executions = 0;        // executable runs
+  int64_t ops_traced = 0;       // ops recorded as IR nodes
+  int64_t syncs = 0;            // sync() calls that had pending work
+  int64_t graphs_built = 0;     // graphs built from pending work (one per such sync)
+  int64_t graph_nodes = 0;      // nodes in those graphs, summed
+  int64_t graph_hashes = 0;     // structural hashes computed
+  int64_t cache_hits = 0;       // executables found (hash and full structure matched)
+  int64_t cache_misses = 0;     // no executable for the graph: compiled
+  int64_t hash_collisions = 0;  // hash matched an entry whose structure differs
+  int64_t compiles = 0;         // backend compiles
+  int64_t executions = 0;       // executable runs
   int64_t transfers_to_device = 0;
   int64_t transfers_from_device = 0;
   int64_t bytes_to_device = 0;    // Tensor::to(Device::lazy()) copies from the CPU
   int64_t bytes_from_device = 0;  // Tensor::to(Device::cpu()) copies of lazy tensors
-  double trace_s = 0;    // recording ops (dispatch hook) plus building the graph at sync
-  double hash_s = 0;     // structural hashing and cache lookup
-  double compile_s = 0;  // backend compiles
-  double execute_s = 0;  // executable runs
+  double trace_s = 0;             // recording ops (dispatch hook) plus building the graph at sync
+  double hash_s = 0;              // structural hashing and cache lookup
+  double compile_s = 0;           // backend compiles
+  double execute_s = 0;           // executable runs
   // One "name: value" line per counter and time.
   std::string to_string() const;
 };

@@ -63,8 +63,15 @@ std::shared_ptr<LazyValue> device_data(Tensor buffer) {
   return v;
 }
 
+// A copy with the same memory order (dense tensors) or row-major.
 Tensor copy_of(const Tensor& t) {
   Tensor out = empty_like(t);
+  kernels::copy(out, t);
+  return out;
+}
+
+Tensor contiguous_copy_of(const Tensor& t) {
+  Tensor out = empty(t.sizes(), t.dtype());
   kernels::copy(out, t);
   return out;
 }
@@ -84,21 +91,21 @@ std::shared_ptr<LazyValue> value_of(LazyContext& c, const Tensor& t) {
 }
 
 const OpDef& contiguous_op() {
-  static const OpDef& op = OpRegistry::global().add(OpDef{
-      "lazy_contiguous",
-      1,
-      [](TensorList in, const Attrs&) {
-        TensorMeta m;
-        m.sizes = in[0].sizes();
-        m.dtype = in[0].dtype();
-        m.device = in[0].device();
-        return std::vector<TensorMeta>{m};
-      },
-      [](TensorList in, const Attrs&, const std::vector<TensorMeta>&) {
-        return std::vector<Tensor>{in[0].is_contiguous() ? in[0] : copy_of(in[0])};
-      },
-      {},
-      {}});
+  static const OpDef& op = OpRegistry::global().add(
+      OpDef{"lazy_contiguous",
+            1,
+            [](TensorList in, const Attrs&) {
+              TensorMeta m;
+              m.sizes = in[0].sizes();
+              m.dtype = in[0].dtype();
+              m.device = in[0].device();
+              return std::vector<TensorMeta>{m};
+            },
+            [](TensorList in, const Attrs&, const std::vector<TensorMeta>&) {
+              return std::vector<Tensor>{in[0].is_contiguous() ? in[0] : contiguous_copy_of(in[0])};
+            },
+            {},
+            {}});
   return op;
 }
 
@@ -144,13 +151,13 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   }
   node->seq = c.next_seq++;
   node->outputs = std::move(metas);
-  const bool writes_self = std::find(op.mutated_inputs.begin(), op.mutated_inputs.end(), 0) !=
-                               op.mutated_inputs.end() &&
-                           node->outputs.size() == 1 && node->outputs[0].is_view;
+  const bool writes_self =
+      std::find(op.mutated_inputs.begin(), op.mutated_inputs.end(), 0) != op.mutated_inputs.end() &&
+      node->outputs.size() == 1 && node->outputs[0].is_view;
   std::vector<Tensor> out;
   if (!writes_self) {
-    const bool input_layout_known = !node->inputs.empty() && node->inputs[0] &&
-                                    node->inputs[0]->layout_known;
+    const bool input_layout_known =
+        !node->inputs.empty() && node->inputs[0] && node->inputs[0]->layout_known;
     out.reserve(node->outputs.size());
     for (size_t i = 0; i < node->outputs.size(); ++i) {
       auto v = std::make_shared<LazyValue>();

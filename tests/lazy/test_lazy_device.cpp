@@ -110,11 +110,11 @@ TEST(LazyDevice, MixingDevicesIsAClearError) {
 TEST(LazyDevice, InPlaceUpdatesLandInTheDeviceData) {
   Tensor a = randn({5}, 9), b = randn({5}, 10);
   Tensor la = a.to(Device::lazy()), lb = b.to(Device::lazy());
-  Tensor alias = la;  // another handle to the same tensor
+  Tensor alias = la;             // another handle to the same tensor
   Tensor before = mul(la, 2.0);  // reads the old value
   Tensor& r = add_(la, lb);
   EXPECT_TRUE(r.is_same(la));
-  EXPECT_FALSE(has_data(la));  // pending until sync
+  EXPECT_FALSE(has_data(la));   // pending until sync
   Tensor after = mul(la, 2.0);  // reads the new value
   lathe::sync();
   Tensor expect = add(a, b);

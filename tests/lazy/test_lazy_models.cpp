@@ -113,9 +113,8 @@ TEST(LazyModels, TrainModeBatchNormStateEqualsEager) {
     } else {
       EXPECT_TRUE(all_close(l, eb[i].second, 1e-5, 1e-6)) << lb[i].first;
       // The state moved away from its initial value (zeros / ones).
-      EXPECT_FALSE(all_close(l, eb[i].first.find("mean") != std::string::npos
-                                    ? zeros(l.sizes())
-                                    : ones(l.sizes())))
+      EXPECT_FALSE(all_close(
+          l, eb[i].first.find("mean") != std::string::npos ? zeros(l.sizes()) : ones(l.sizes())))
           << lb[i].first;
     }
     ++checked;
