@@ -125,6 +125,12 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
                            std::vector<TensorMeta>&& metas) {
   const auto t0 = Clock::now();
   static const OpDef* view_op = &LATHE_OP("view");
+  for (int i : op.mutated_inputs) {
+    const bool cpu = i < static_cast<int>(inputs.size()) && inputs[i].defined() &&
+                     inputs[i].device().kind() != DeviceKind::lazy;
+    LATHE_CHECK(!cpu, "[", op.name, "] writes into input ", i, " ", inputs[i].shape_string(),
+                ", which is on the cpu while other inputs are lazy");
+  }
   LazyContext& c = context();
   std::lock_guard<std::mutex> lock(c.mu);
   auto node = std::make_shared<LazyNode>();
@@ -171,8 +177,6 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   for (int i : op.mutated_inputs) {
     if (i >= static_cast<int>(inputs.size()) || !inputs[i].defined()) continue;
     TensorImpl& impl = inputs[i].impl();
-    LATHE_CHECK(impl.device.kind() == DeviceKind::lazy, "[", op.name, "] writes into input ", i,
-                " ", inputs[i].shape_string(), ", which is on the cpu while other inputs are lazy");
     const std::shared_ptr<LazyValue>& in = node->inputs[i];
     auto w = std::make_shared<LazyValue>();
     w->kind = LazyValue::Kind::written;

@@ -114,7 +114,8 @@ Tensor Tensor::to(DType dt) const {
 // Tensor::to(Device) lives in lathe/lazy/transfer.cpp (the only other device).
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  Tensor in[2] = {*this, src};
+  // copy_ is also the transfer between devices (as in PyTorch): src moves to this device first.
+  Tensor in[2] = {*this, src.defined() && src.device() != device() ? src.to(device()) : src};
   dispatch(LATHE_OP("copy_"), in, Attrs{});
   return *this;
 }

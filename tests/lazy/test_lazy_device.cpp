@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "lathe/lazy/lazy.h"
+#include "lathe/nn/init.h"
 #include "lathe/nn/layers.h"
 #include "lathe/ops/ops.h"
 #include "lazy_test_util.h"
@@ -158,4 +159,38 @@ TEST(LazyDevice, ErrorsInTheGraphNameTheNode) {
   Tensor b = randn({4, 5}, 14).to(Device::lazy());
   EXPECT_THROW(add(a, b), Error);
   EXPECT_THROW(matmul(a, b), Error);
+}
+
+TEST(LazyDevice, WritesThroughAViewReachTheBase) {
+  Tensor a = randn({3, 4}, 15);
+  Tensor la = a.to(Device::lazy());
+  Tensor row = la.select(0, 1);
+  row.fill_(2.5);  // writes into la's buffer through the view
+  Tensor expect = a.clone();
+  expect.select(0, 1).fill_(2.5);
+  // Reading la syncs all pending work, including the write through the view.
+  EXPECT_EQ(la.to_vector<float>(), expect.to_vector<float>());
+  // Copying a pending value into device data.
+  Tensor lb = randn({3, 4}, 16).to(Device::lazy());
+  lb.copy_(relu(la));
+  EXPECT_TRUE(all_close(lb.to(Device::cpu()), relu(expect), 0, 0));
+}
+
+TEST(LazyDevice, LoadStateDictIntoALazyModule) {
+  auto m = nn::make<nn::Linear>(4, 3);
+  auto src = nn::make<nn::Linear>(4, 3);
+  nn::init::normal_(src->param("weight"), 0.0, 1.0);
+  m->to(Device::lazy());
+  m->load_state_dict(src->state_dict());  // copy_ into lazy parameters: recorded, then synced
+  Tensor x = randn({2, 4}, 17);
+  EXPECT_TRUE(all_close(m->forward(x.to(Device::lazy())).to(Device::cpu()), src->forward(x)));
+  EXPECT_EQ(m->param("weight").device(), Device::lazy());
+}
+
+TEST(LazyDevice, WritingIntoACpuScalarFromALazyOpIsAnError) {
+  Tensor cpu_scalar = full({}, 1.0);
+  Tensor lz = full({}, 2.0).to(Device::lazy());
+  EXPECT_THROW(add_(cpu_scalar, lz), Error);
+  EXPECT_EQ(cpu_scalar.item(), 1.0);    // untouched
+  EXPECT_EQ(add(lz, 1.0).item(), 3.0);  // the lazy device still works
 }
