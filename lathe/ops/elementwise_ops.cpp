@@ -128,7 +128,9 @@ EagerKernel unary_kernel(const char* name, F f) {
     LATHE_DISPATCH_ALL(m[0].dtype, name, [&] {
       using T = scalar_t;
       if constexpr (!std::is_same_v<T, bool>) {
-        kernels::map1<T, T>(out, x, [&](T v) { return static_cast<T>(f(v, attrs)); });
+        // Attributes are read once here, never per element.
+        auto fn = f(attrs);
+        kernels::map1<T, T>(out, x, [&](T v) { return static_cast<T>(fn(v)); });
       }
     });
     return std::vector<Tensor>{out};
@@ -250,50 +252,62 @@ void register_elementwise_ops(OpRegistry& r) {
   using A = const Attrs&;
   const auto K = UnaryKind::keep;
   const auto F = UnaryKind::floating;
-  add_unary(r, "neg", K, [](auto x, A) { return -x; });
-  add_unary(r, "abs", K, [](auto x, A) { return x < 0 ? -x : x; });
-  add_unary(r, "logical_not", K, [](auto x, A) { return x; });
-  add_unary(r, "exp", F, [](auto x, A) { return std::exp(x); });
-  add_unary(r, "log", F, [](auto x, A) { return std::log(x); });
-  add_unary(r, "sqrt", F, [](auto x, A) { return std::sqrt(x); });
-  add_unary(r, "rsqrt", F, [](auto x, A) { return decltype(x)(1) / std::sqrt(x); });
-  add_unary(r, "tanh", F, [](auto x, A) { return std::tanh(x); });
-  add_unary(r, "erf", F, [](auto x, A) { return std::erf(x); });
-  add_unary(r, "sigmoid", F,
-            [](auto x, A) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
-  add_unary(r, "silu", F, [](auto x, A) { return x / (decltype(x)(1) + std::exp(-x)); });
-  add_unary(r, "relu", K, [](auto x, A) { return x > 0 ? x : decltype(x)(0); });
-  add_unary(r, "hardtanh", K, [](auto x, A a) {
-    using T = decltype(x);
-    T lo = static_cast<T>(a.get_double("min_val")), hi = static_cast<T>(a.get_double("max_val"));
-    return x < lo ? lo : (x > hi ? hi : x);
+  add_unary(r, "neg", K, [](A) { return [](auto x) { return -x; }; });
+  add_unary(r, "abs", K, [](A) { return [](auto x) { return x < 0 ? -x : x; }; });
+  add_unary(r, "logical_not", K, [](A) { return [](auto x) { return x; }; });
+  add_unary(r, "exp", F, [](A) { return [](auto x) { return std::exp(x); }; });
+  add_unary(r, "log", F, [](A) { return [](auto x) { return std::log(x); }; });
+  add_unary(r, "sqrt", F, [](A) { return [](auto x) { return std::sqrt(x); }; });
+  add_unary(r, "rsqrt", F, [](A) { return [](auto x) { return decltype(x)(1) / std::sqrt(x); }; });
+  add_unary(r, "tanh", F, [](A) { return [](auto x) { return std::tanh(x); }; });
+  add_unary(r, "erf", F, [](A) { return [](auto x) { return std::erf(x); }; });
+  add_unary(r, "sigmoid", F, [](A) {
+    return [](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); };
   });
-  add_unary(r, "hardswish", F, [](auto x, A) {
-    using T = decltype(x);
-    T r6 = std::min(std::max(x + T(3), T(0)), T(6));
-    return x * r6 / T(6);
+  add_unary(r, "silu", F,
+            [](A) { return [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }; });
+  add_unary(r, "relu", K, [](A) { return [](auto x) { return x > 0 ? x : decltype(x)(0); }; });
+  add_unary(r, "hardtanh", K, [](A a) {
+    const double lo = a.get_double("min_val"), hi = a.get_double("max_val");
+    return [lo, hi](auto x) {
+      using T = decltype(x);
+      const T l = static_cast<T>(lo), h = static_cast<T>(hi);
+      return x < l ? l : (x > h ? h : x);
+    };
   });
-  add_unary(r, "hardsigmoid", F, [](auto x, A) {
-    using T = decltype(x);
-    return std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
+  add_unary(r, "hardswish", F, [](A) {
+    return [](auto x) {
+      using T = decltype(x);
+      T r6 = std::min(std::max(x + T(3), T(0)), T(6));
+      return x * r6 / T(6);
+    };
   });
-  add_unary(r, "gelu", F, [](auto x, A a) {
-    using T = decltype(x);
-    if (a.get_string("approximate") == "tanh") {
-      const T k = static_cast<T>(0.7978845608028654);  // sqrt(2/pi)
-      return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-    }
-    return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.7071067811865476)));
+  add_unary(r, "hardsigmoid", F, [](A) {
+    return [](auto x) {
+      using T = decltype(x);
+      return std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
+    };
   });
-  add_unary(r, "clamp", K, [](auto x, A a) {
-    using T = decltype(x);
-    if (a.has("min") && static_cast<double>(x) < a.get_double("min"))
-      x = static_cast<T>(a.get_double("min"));
-    if (a.has("max")) {
-      double hi = a.get_double("max");
-      if (static_cast<double>(x) > hi) x = static_cast<T>(hi);
-    }
-    return x;
+  add_unary(r, "gelu", F, [](A a) {
+    const bool tanh_form = a.get_string("approximate") == "tanh";
+    return [tanh_form](auto x) {
+      using T = decltype(x);
+      if (tanh_form) {
+        const T k = static_cast<T>(0.7978845608028654);  // sqrt(2/pi)
+        return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+      }
+      return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.7071067811865476)));
+    };
+  });
+  add_unary(r, "clamp", K, [](A a) {
+    const bool has_lo = a.has("min"), has_hi = a.has("max");
+    const double lo = has_lo ? a.get_double("min") : 0.0, hi = has_hi ? a.get_double("max") : 0.0;
+    return [=](auto x) {
+      using T = decltype(x);
+      if (has_lo && static_cast<double>(x) < lo) x = static_cast<T>(lo);
+      if (has_hi && static_cast<double>(x) > hi) x = static_cast<T>(hi);
+      return x;
+    };
   });
 
   r.add(OpDef{"where", 3, where_rule, where_kernel, {}, {}});
