@@ -15,6 +15,10 @@
 
 namespace lathe {
 
+namespace lazy {
+struct LazyValue;  // lathe/lazy: what a tensor on the lazy device will hold after sync()
+}
+
 // The state behind a Tensor handle. Fake tensors (tracing) have sizes but no storage.
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -24,7 +28,17 @@ struct TensorImpl {
   DType dtype = DType::f32;
   Device device;
   bool requires_grad = false;
+  // Lazy device only: the pending IR value when `storage` is null, else (optionally) the cached
+  // graph-input handle of this device data. Null for every CPU tensor.
+  std::shared_ptr<lazy::LazyValue> lazy;
 };
+
+namespace detail {
+// Set by lathe/lazy when the first lazy tensor is made: runs pending lazy work so a lazy
+// tensor's data can be read (raw_data / item / to_vector call it for lazy tensors).
+using LazySyncHook = void (*)();
+void set_lazy_sync_hook(LazySyncHook hook);
+}  // namespace detail
 
 class Tensor {
  public:
