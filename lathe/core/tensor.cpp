@@ -1,6 +1,7 @@
 #include "lathe/core/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -90,8 +91,16 @@ static void check_not_traced(const Tensor& t, const char* what) {
                             "data-dependent code out of the compiled function"));
 }
 
+namespace {
+std::atomic<detail::LazySyncHook> lazy_sync_hook{nullptr};
+}  // namespace
+
+void detail::set_lazy_sync_hook(LazySyncHook hook) { lazy_sync_hook.store(hook); }
+
 void* Tensor::raw_data() const {
   check_not_traced(*this, "raw_data()");
+  if (impl_ && impl_->device.kind() == DeviceKind::lazy)
+    if (detail::LazySyncHook hook = lazy_sync_hook.load()) hook();
   LATHE_CHECK(impl_ && impl_->storage, "[data] tensor ", defined() ? shape_string() : "undefined",
               " has no data (it is fake or lives on the ", defined() ? "lazy" : "?",
               " device); call lathe::sync() or .to(Device::cpu()) first");

@@ -17,6 +17,9 @@ namespace lathe {
 
 // Per-dim compile hints (mark_dynamic / mark_static), defined by lathe/trace.
 struct DimHints;
+namespace lazy {
+struct LazyValue;  // lathe/lazy: what a tensor on the lazy device will hold after sync()
+}
 
 // The state behind a Tensor handle. Fake tensors (tracing) have sizes but no storage.
 struct TensorImpl {
@@ -29,6 +32,9 @@ struct TensorImpl {
   bool requires_grad = false;
   // Set by lathe::mark_dynamic / mark_static; read when a compiled function traces this tensor.
   std::shared_ptr<DimHints> dim_hints;
+  // Lazy device only: the pending IR value when `storage` is null, else (optionally) the cached
+  // graph-input handle of this device data. Null for every CPU tensor.
+  std::shared_ptr<lazy::LazyValue> lazy;
 };
 
 namespace detail {
@@ -36,6 +42,10 @@ namespace detail {
 // an error with advice instead of "no data".
 bool is_tracing();
 void set_tracing(bool on);
+// Set by lathe/lazy when the first lazy tensor is made: runs pending lazy work so a lazy
+// tensor's data can be read (raw_data / item / to_vector call it for lazy tensors).
+using LazySyncHook = void (*)();
+void set_lazy_sync_hook(LazySyncHook hook);
 }  // namespace detail
 
 class Tensor {

@@ -151,6 +151,21 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+Module& Module::to(Device device) {
+  auto move = [&](Module& m, Tensor& t) {
+    if (!t.defined() || t.device() == device) return;
+    Tensor moved = t.to(device);
+    moved.set_requires_grad(t.requires_grad());
+    t.impl() = moved.impl();  // same handle, new contents
+    ++m.structure_version_;
+  };
+  apply([&](const std::string&, Module& m) {
+    for (auto& [name, t] : m.params_) move(m, t);
+    for (Buffer& b : m.buffers_) move(m, b.t);
+  });
+  return *this;
+}
+
 void Module::set_parameter(const std::string& name, Tensor t) {
   param(name) = std::move(t);
   ++structure_version_;

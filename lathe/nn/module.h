@@ -44,6 +44,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // Nothing is copied when an error is thrown.
   void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = true);
 
+  // Moves every parameter and buffer of the tree to `device` in place: each tensor keeps its
+  // handle (a TensorImpl swap), so references held elsewhere see the move. Bumps the structure
+  // version of every module whose tensors moved. Returns *this.
+  Module& to(Device device);
+
   virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }

@@ -111,14 +111,11 @@ Tensor Tensor::to(DType dt) const {
   return clone_as(*this, "preserve", dt);
 }
 
-Tensor Tensor::to(Device d) const {
-  LATHE_CHECK(d == device(), "[to] moving tensors to device ", d,
-              " is not supported yet (tensor is on ", device(), ")");
-  return *this;
-}
+// Tensor::to(Device) lives in lathe/lazy/lazy_device.cpp (the lazy device is the only other).
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  Tensor in[2] = {*this, src};
+  // copy_ is also the transfer between devices (as in PyTorch): src moves to this device first.
+  Tensor in[2] = {*this, src.defined() && src.device() != device() ? src.to(device()) : src};
   dispatch(LATHE_OP("copy_"), in, Attrs{});
   return *this;
 }

@@ -22,10 +22,12 @@ ShapeRule binary_rule(const char* name, BinKind kind) {
   return [name, kind](TensorList in, const Attrs&) {
     Shape s = broadcast_shapes(in[0].sizes(), in[1].sizes(), name);
     DType d = binary_compute_dtype(in[0].dtype(), in[1].dtype(), kind);
-    LATHE_CHECK(in[0].device() == in[1].device(), "[", name,
-                "] inputs are on different devices: ", in[0].device(), " and ", in[1].device());
-    return std::vector<TensorMeta>{
-        result_meta(s, kind == BinKind::compare ? DType::b8 : d, in[0].device())};
+    // A 0-dim CPU operand (a scalar) may join a tensor on another device.
+    LATHE_CHECK(in[0].device() == in[1].device() || in[0].dim() == 0 || in[1].dim() == 0, "[",
+                name, "] inputs are on different devices: ", in[0].device(), " and ",
+                in[1].device());
+    Device dev = in[0].dim() == 0 && in[1].dim() != 0 ? in[1].device() : in[0].device();
+    return std::vector<TensorMeta>{result_meta(s, kind == BinKind::compare ? DType::b8 : d, dev)};
   };
 }
 

@@ -73,4 +73,11 @@ using DispatchHook = std::vector<Tensor> (*)(const OpDef&, TensorList, const Att
 void set_dispatch_hook(DispatchHook hook);
 DispatchHook dispatch_hook();
 
+// Process-wide handler for ops with an input on the lazy device (installed by lathe/lazy before
+// the first lazy tensor exists). Dispatch checks the inputs' devices first: mixing devices is an
+// error ("[add] inputs are on different devices: cpu and lazy"), except that a 0-dim CPU tensor
+// may join lazy tensors (as PyTorch allows CPU scalars with device tensors). A thread-local hook
+// (tracing) still comes first.
+void set_lazy_dispatch_hook(DispatchHook hook);
+
 }  // namespace lathe

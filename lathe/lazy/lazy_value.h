@@ -1,0 +1,44 @@
+// Internal representation of pending lazy work: a DAG of recorded op calls whose leaves are
+// device data. Tensors on the lazy device point at a LazyValue through TensorImpl::lazy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lathe/core/tensor.h"
+#include "lathe/ops/op_def.h"
+
+namespace lathe::lazy {
+
+struct LazyNode;
+
+struct LazyValue {
+  enum class Kind : uint8_t {
+    device_data,  // a graph input: `buffer` is the device buffer (a CPU tensor)
+    output,       // output `index` of `node`
+    written,      // `base` after the in-place write of `node` (same buffer, newer contents)
+  };
+  Kind kind = Kind::device_data;
+  Tensor buffer;
+  std::shared_ptr<LazyNode> node;
+  int index = 0;
+  std::shared_ptr<LazyValue> base;  // written: the value written into (never `written` itself)
+  // False when the strides the pending tensor shows are a guess (results of non-view ops are
+  // laid out by the kernel); `view` on such a value first makes it contiguous at run time.
+  bool layout_known = true;
+
+  // The value whose buffer this is (itself unless written).
+  const LazyValue* root() const { return kind == Kind::written ? base.get() : this; }
+};
+
+// One recorded op call.
+struct LazyNode {
+  const OpDef* op = nullptr;
+  Attrs attrs;
+  std::vector<std::shared_ptr<LazyValue>> inputs;  // nullptr for an undefined optional tensor
+  std::vector<TensorMeta> outputs;
+  uint64_t seq = 0;  // recording order: nodes run in this order
+};
+
+}  // namespace lathe::lazy
