@@ -6,6 +6,7 @@
 #include "lathe/models/registry.h"
 #include "lathe/ops/ops.h"
 #include "lazy_test_util.h"
+#include "tests/models/small_models.h"
 
 using namespace lathe;
 using namespace lathe::models;
@@ -13,35 +14,11 @@ using lathe::lazy_test::all_close;
 
 namespace {
 
-BertConfig small_bert() {
-  BertConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 64;
-  return c;
-}
-
-ViTConfig small_vit() {
-  ViTConfig c;
-  c.img_size = 32;
-  c.patch_size = 8;
-  c.depth = 2;
-  c.embed_dim = 64;
-  c.num_heads = 4;
-  c.num_classes = 10;
-  return c;
-}
+BertConfig small_bert() { return test_models::small_bert(64); }
+using test_models::small_vit;
 
 std::shared_ptr<ModelSpec> small_model(const std::string& name, uint64_t seed) {
-  ModelOptions o;
-  o.seed = seed;
-  o.num_classes = 10;
-  if (name == "bert") o.bert = small_bert();
-  if (name == "vit") o.vit = small_vit();
-  return create_model(name, o);
+  return test_models::small_model(name, seed, 64);
 }
 
 std::vector<Tensor> small_inputs(const std::string& name, int64_t batch, uint64_t seed) {
