@@ -17,6 +17,7 @@ namespace lathe {
 
 // Per-dim compile hints (mark_dynamic / mark_static), defined by lathe/trace.
 struct DimHints;
+class Tensor;
 namespace lazy {
 struct LazyValue;  // lathe/lazy: what a tensor on the lazy device will hold after sync()
 }
@@ -46,6 +47,13 @@ void set_tracing(bool on);
 // tensor's data can be read (raw_data / item / to_vector call it for lazy tensors).
 using LazySyncHook = void (*)();
 void set_lazy_sync_hook(LazySyncHook hook);
+// Runs the hook (lathe::sync()) when the lazy device is in use; a no-op otherwise.
+void lazy_sync();
+// A CPU tensor viewing the memory of a tensor with data (the buffer of lazy device data); the
+// tensor itself when it is already on the CPU.
+Tensor device_buffer(const Tensor& t);
+// A lazy-device tensor over the memory of a CPU tensor (device data; no copy).
+Tensor as_lazy_device_data(const Tensor& t);
 }  // namespace detail
 
 class Tensor {

@@ -34,12 +34,32 @@ class ArgViews {
 
 const Tensor& tensor_at(const std::vector<Arg>& args, int i) { return std::get<Tensor>(args[i]); }
 
+bool on_lazy(const Tensor& t) { return t.defined() && t.device().kind() == DeviceKind::lazy; }
+
 }  // namespace
 
+// Lazy tensors run as CPU views of their device buffers (the kernels read and write the device
+// memory in place: nothing is copied); lazy results come back as device data.
 std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
   std::vector<Tensor> inputs;
   inputs.reserve(input_origin.size());
-  for (int o : input_origin) inputs.push_back(o >= 0 ? tensor_at(args, o) : captured[-1 - o]);
+  for (int o : input_origin) {
+    if (o >= 0) {
+      const Tensor& t = tensor_at(args, o);
+      inputs.push_back(on_lazy(t) ? device_buffer(t) : t);
+      continue;
+    }
+    const Tensor& c = captured[-1 - o];
+    const Tensor& b = captured_buffers[-1 - o];
+    if (!on_lazy(c) || (c.impl().storage == b.impl().storage &&
+                        c.storage_offset() == b.storage_offset())) {
+      inputs.push_back(b);
+    } else {
+      // The capture was written lazily since the trace (pending) or holds a new buffer.
+      if (!c.has_storage()) lazy_sync();
+      inputs.push_back(device_buffer(c));
+    }
+  }
   int64_t inline_syms[16];
   std::vector<int64_t> heap_syms;
   int64_t* syms = inline_syms;
@@ -50,6 +70,8 @@ std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
   for (const SymbolBinding& b : bindings)
     syms[b.symbol] = *tensor_at(args, b.arg).sizes()[b.dim].maybe_int();
   std::vector<Tensor> outs = executable->run(inputs, backend::SymbolValues(syms, num_symbols));
+  for (size_t i = 0; i < outs.size() && i < output_lazy.size(); ++i)
+    if (output_lazy[i]) outs[i] = as_lazy_device_data(outs[i]);
   std::vector<Tensor> result;
   result.reserve(outputs.size());
   for (const OutputSpec& o : outputs) {
@@ -108,6 +130,14 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   // A compiled function called while another is traced is traced through.
   if (is_tracing()) return fn_(args);
+  // Pending lazy arguments are computed first: guards and the executable read their data.
+  for (const Arg& a : args) {
+    const Tensor* t = std::get_if<Tensor>(&a);
+    if (t && on_lazy(*t) && !t->has_storage()) {
+      lazy_sync();
+      break;
+    }
+  }
   ArgViews views(args);
   if (const CacheEntry* e = lookup(args, views.span(), nullptr)) {
     hits_.fetch_add(1, std::memory_order_relaxed);
@@ -231,6 +261,8 @@ std::vector<DimChoice> CompileCache::dim_choices(size_t arg, const Tensor& t,
 
 std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
                                                 bool allow_auto_dynamic) {
+  // Captured lazy tensors (parameters on the device) must hold their data to be lifted.
+  lazy_sync();
   auto entry = std::make_unique<CacheEntry>();
   entry->env = std::make_unique<sym::ShapeEnv>();
   std::unordered_map<const TensorImpl*, std::string> names;
@@ -291,6 +323,8 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
     }
     entry->outputs.push_back(spec);
   }
+  for (const ir::Value* v : graph_outputs)
+    entry->output_lazy.push_back(v->type().device.kind() == DeviceKind::lazy);
   graph.set_outputs(graph_outputs);
   ir::dead_code_elimination(graph);
   graph.verify();
@@ -301,6 +335,8 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
   entry->guards.set_program(entry->env->produce_guards(tracer.sources()));
 
   entry->captured = tracer.captured();
+  for (const Tensor& c : entry->captured)
+    entry->captured_buffers.push_back(on_lazy(c) ? device_buffer(c) : c);
   entry->input_origin = tracer.input_origin();
   entry->bindings = tracer.bindings();
   for (const SymbolBinding& b : entry->bindings)

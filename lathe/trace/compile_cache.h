@@ -32,6 +32,12 @@ struct CacheEntry {
   EntryGuards guards;
   std::unique_ptr<backend::Executable> executable;
   std::vector<Tensor> captured;   // by reference: parameters, buffers, constants
+  // Per capture slot: the CPU view of a lazy capture's device buffer, made once at trace time
+  // (used while the capture still holds that buffer); the capture itself for CPU tensors.
+  std::vector<Tensor> captured_buffers;
+  // Per graph output: true when the traced value lives on the lazy device, so the executable's
+  // buffer is handed back as lazy device data.
+  std::vector<uint8_t> output_lazy;
   std::vector<int> input_origin;  // per graph input: argument index, or -1 - capture slot
   std::vector<SymbolBinding> bindings;
   size_t num_symbols = 0;
