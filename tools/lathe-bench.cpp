@@ -1,38 +1,66 @@
-// lathe-bench: eager inference latency of the benchmark models.
+// lathe-bench: the model zoo run eagerly, traced every time (lazy device) and traced once
+// (lathe::compile), after the shape of PyTorch's dynamo benchmark harness.
 //
-//   lathe-bench [--only NAME] [--batch-size N] [--repeat N] [--warmup N] [--threads N]
+//   lathe-bench [--performance | --accuracy] [--inference | --training] [--only NAME]
+//               [--backend eager,trace_everytime,trace_once] [--trace-on-lazy]
+//               [--randomize-input] [--batch-size N] [--repeat N] [--warmup N] [--threads N]
+//               [--tolerance X] [--csv FILE]
 //
-// Prints a markdown table `| model | batch | lathe eager ms |` (median over --repeat timed calls
-// after --warmup untimed ones) on stdout and one progress line per model on stderr. Images are
-// converted to channels-last before timing (convolutions run best in NHWC); bert runs at
-// sequence length 128, vit is vit_base_patch16_224 at 224x224.
+// --performance (the default) times every backend alternately in one run (median over --repeat
+// timed calls after --warmup untimed ones) and prints a markdown table of speedups over the
+// baseline: eager, or trace_everytime with --trace-on-lazy. --accuracy compares each backend's
+// outputs with an fp64 eager run of the same weights and inputs and exits 1 on any failure.
+// Progress goes to stderr, one line per model. See docs/benchmarks.md.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "lathe/core/threads.h"
+#include "lathe/lazy/lazy.h"
 #include "lathe/models/registry.h"
+#include "lathe/trace/compile.h"
 
 namespace {
 
+using lathe::Device;
+using lathe::DType;
+using lathe::Tensor;
+using Clock = std::chrono::steady_clock;
+
+const std::vector<std::string> kBackends = {"eager", "trace_everytime", "trace_once"};
+
 struct Args {
+  bool accuracy = false;
   std::string only;
+  std::vector<std::string> backends = kBackends;
+  bool trace_on_lazy = false;
+  bool randomize_input = false;
   int64_t batch = 1;
   int repeat = 30;
   int warmup = 3;
   int threads = 0;  // 0: leave lathe's default
+  double tolerance = 1e-4;
+  std::string csv;
 };
 
 [[noreturn]] void usage(const std::string& error) {
-  if (!error.empty()) std::cerr << "lathe-bench: " << error << "\n";
-  std::cerr << "usage: lathe-bench [--only NAME] [--batch-size N] [--repeat N] [--warmup N] "
-               "[--threads N]\nmodels:";
-  for (const auto& n : lathe::models::model_names()) std::cerr << " " << n;
-  std::cerr << "\n";
+  std::ostream& os = error.empty() ? std::cout : std::cerr;
+  if (!error.empty()) os << "lathe-bench: " << error << "\n";
+  os << "usage: lathe-bench [--performance | --accuracy] [--inference | --training]\n"
+        "                   [--only NAME] [--backend eager,trace_everytime,trace_once]\n"
+        "                   [--trace-on-lazy] [--randomize-input] [--batch-size N] [--repeat N]\n"
+        "                   [--warmup N] [--threads N] [--tolerance X] [--csv FILE]\n"
+        "models:";
+  for (const auto& n : lathe::models::model_names()) os << " " << n;
+  os << "\n";
   std::exit(error.empty() ? 0 : 2);
 }
 
@@ -45,15 +73,50 @@ int64_t parse_int(const std::string& flag, const char* value, int64_t min) {
   return v;
 }
 
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) r.push_back(item);
+  return r;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    bool takes_value = true;
     if (f == "--help" || f == "-h") usage("");
-    if (f == "--only") {
+    if (f == "--performance" || f == "--accuracy") {
+      a.accuracy = f == "--accuracy";
+      takes_value = false;
+    } else if (f == "--inference") {
+      takes_value = false;
+    } else if (f == "--training") {
+      std::cerr << "lathe-bench: --training is not supported yet (inference only until the "
+                   "training issue lands)\n";
+      std::exit(2);
+    } else if (f == "--trace-on-lazy") {
+      a.trace_on_lazy = true;
+      takes_value = false;
+    } else if (f == "--randomize-input") {
+      a.randomize_input = true;
+      takes_value = false;
+    } else if (f == "--only") {
       if (v == nullptr) usage("--only needs a model name");
       a.only = v;
+      const auto& names = lathe::models::model_names();
+      if (std::find(names.begin(), names.end(), a.only) == names.end())
+        usage("unknown model '" + a.only + "'");
+    } else if (f == "--backend") {
+      if (v == nullptr) usage("--backend needs a comma-separated list");
+      a.backends = split(v);
+      if (a.backends.empty()) usage("--backend needs at least one backend");
+      for (const auto& b : a.backends)
+        if (std::find(kBackends.begin(), kBackends.end(), b) == kBackends.end())
+          usage("unknown backend '" + b + "' (known: eager, trace_everytime, trace_once)");
     } else if (f == "--batch-size") {
       a.batch = parse_int(f, v, 1);
     } else if (f == "--repeat") {
@@ -62,11 +125,25 @@ Args parse(int argc, char** argv) {
       a.warmup = static_cast<int>(parse_int(f, v, 0));
     } else if (f == "--threads") {
       a.threads = static_cast<int>(parse_int(f, v, 1));
+    } else if (f == "--tolerance") {
+      if (v == nullptr) usage("--tolerance needs a value");
+      char* end = nullptr;
+      a.tolerance = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(a.tolerance > 0))
+        usage(std::string("--tolerance needs a positive number, got '") + v + "'");
+    } else if (f == "--csv") {
+      if (v == nullptr) usage("--csv needs a file name");
+      a.csv = v;
     } else {
       usage("unknown argument '" + f + "'");
     }
-    ++i;
+    if (takes_value) ++i;
   }
+  // The baseline always runs: eager, or trace_everytime on the lazy device.
+  const std::string base = a.trace_on_lazy ? "trace_everytime" : "eager";
+  auto it = std::find(a.backends.begin(), a.backends.end(), base);
+  if (it != a.backends.end()) a.backends.erase(it);
+  a.backends.insert(a.backends.begin(), base);
   return a;
 }
 
@@ -76,28 +153,378 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Median milliseconds of one eager forward of `name`.
-double bench_model(const std::string& name, const Args& a) {
-  lathe::models::ModelOptions options;
-  options.seed = 0;
-  auto spec = lathe::models::create_model(name, options);
-  std::vector<lathe::Tensor> inputs = lathe::models::default_inputs(name, a.batch, 0);
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::vector<Tensor> to_device(const std::vector<Tensor>& ts, Device d) {
+  std::vector<Tensor> r;
+  r.reserve(ts.size());
+  for (const Tensor& t : ts) r.push_back(t.to(d));
+  return r;
+}
+
+// Model inputs at the benchmark's batch: images channels-last (convolutions run best in NHWC).
+std::vector<Tensor> make_inputs(const std::string& name, int64_t batch, uint64_t seed) {
+  std::vector<Tensor> inputs = lathe::models::default_inputs(name, batch, seed);
   for (auto& t : inputs)
     if (t.dim() == 4 && lathe::is_floating(t.dtype())) t = t.to_channels_last();
-  for (int i = 0; i < a.warmup; ++i) spec->forward(inputs);
-  std::vector<double> ms;
-  for (int i = 0; i < a.repeat; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    std::vector<lathe::Tensor> out = spec->forward(inputs);
-    auto stop = std::chrono::steady_clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+  return inputs;
+}
+
+// One way to run a model. call() runs one forward on inputs prepared by prepare() and returns
+// when the outputs are computed (lazy outputs are synced, not copied back).
+struct Runner {
+  std::string name;
+  bool lazy = false;  // model and inputs on the lazy device
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> call;
+  std::vector<Tensor> prepare(const std::vector<Tensor>& cpu_inputs) const {
+    return lazy ? to_device(cpu_inputs, Device::lazy()) : cpu_inputs;
   }
-  double med = median(ms);
-  std::fprintf(
-      stderr, "[lathe-bench] %s batch %lld: median %.2f ms, min %.2f, max %.2f (%d runs)\n",
-      name.c_str(), static_cast<long long>(a.batch), med, *std::min_element(ms.begin(), ms.end()),
-      *std::max_element(ms.begin(), ms.end()), a.repeat);
-  return med;
+};
+
+// The models a run needs: the CPU one (eager; trace_once without --trace-on-lazy) and the one
+// moved to the lazy device (trace_everytime; trace_once with --trace-on-lazy), same weights.
+struct Models {
+  std::shared_ptr<lathe::models::ModelSpec> cpu, lazy;
+};
+
+Models build_models(const std::string& name, const Args& a) {
+  bool need_cpu = false, need_lazy = false;
+  for (const auto& b : a.backends) {
+    if (b == "eager" || (b == "trace_once" && !a.trace_on_lazy)) need_cpu = true;
+    if (b == "trace_everytime" || (b == "trace_once" && a.trace_on_lazy)) need_lazy = true;
+  }
+  lathe::models::ModelOptions options;
+  options.seed = 0;
+  Models m;
+  if (need_cpu) m.cpu = lathe::models::create_model(name, options);
+  if (need_lazy) {
+    m.lazy = lathe::models::create_model(name, options);
+    m.lazy->module->to(Device::lazy());
+  }
+  return m;
+}
+
+std::vector<Runner> make_runners(const Models& m, const Args& a) {
+  std::vector<Runner> runners;
+  for (const auto& b : a.backends) {
+    Runner r;
+    r.name = b;
+    if (b == "eager") {
+      auto spec = m.cpu;
+      r.call = [spec](const std::vector<Tensor>& in) { return spec->forward(in); };
+    } else if (b == "trace_everytime") {
+      auto spec = m.lazy;
+      r.lazy = true;
+      r.call = [spec](const std::vector<Tensor>& in) {
+        std::vector<Tensor> out = spec->forward(in);
+        lathe::sync();
+        return out;
+      };
+    } else {
+      auto spec = a.trace_on_lazy ? m.lazy : m.cpu;
+      r.lazy = a.trace_on_lazy;
+      lathe::CompileOptions options;
+      options.name = spec->name;
+      lathe::CompiledFunction f = lathe::compile(spec->module, options);
+      r.call = [f](const std::vector<Tensor>& in) {
+        std::vector<Tensor> out = f(in);
+        lathe::sync();  // nothing is pending after a compiled call; kept for symmetry
+        return out;
+      };
+    }
+    runners.push_back(std::move(r));
+  }
+  return runners;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Performance
+
+struct PerfRow {
+  std::string model;
+  std::vector<double> ms;  // per backend, median
+  double compile_s = NAN;  // first trace_once call: trace + compile + one run
+  lathe::lazy::Metrics lazy;  // of the timed trace_everytime calls
+  int64_t lazy_calls = 0;
+};
+
+PerfRow bench_model(const std::string& name, const Args& a) {
+  const auto t_build = Clock::now();
+  Models models = build_models(name, a);
+  std::vector<Runner> runners = make_runners(models, a);
+  const double build_s = seconds_since(t_build);
+  PerfRow row;
+  row.model = name;
+
+  std::vector<Tensor> fixed = make_inputs(name, a.batch, 1);
+  std::vector<std::vector<Tensor>> prepared;
+  for (const Runner& r : runners) prepared.push_back(r.prepare(fixed));
+
+  // First calls: trace_once traces and compiles here (timed as the compile time); the lazy
+  // device compiles its graph. Then the untimed warm-up.
+  for (size_t k = 0; k < runners.size(); ++k) {
+    const auto t0 = Clock::now();
+    runners[k].call(prepared[k]);
+    if (runners[k].name == "trace_once") row.compile_s = seconds_since(t0);
+  }
+  for (int i = 0; i < a.warmup; ++i)
+    for (size_t k = 0; k < runners.size(); ++k) runners[k].call(prepared[k]);
+
+  // Timed calls, alternating backends (the starting backend rotates each round).
+  std::vector<std::vector<double>> ms(runners.size());
+  lathe::lazy::Metrics lazy_sum;
+  for (int i = 0; i < a.repeat; ++i) {
+    if (a.randomize_input) {
+      std::vector<Tensor> in = make_inputs(name, a.batch, 1000 + static_cast<uint64_t>(i));
+      for (size_t k = 0; k < runners.size(); ++k) prepared[k] = runners[k].prepare(in);
+    }
+    for (size_t j = 0; j < runners.size(); ++j) {
+      const size_t k = (i + j) % runners.size();
+      const bool lazy_trace = runners[k].name == "trace_everytime";
+      if (lazy_trace) lathe::lazy::reset_metrics();
+      const auto t0 = Clock::now();
+      std::vector<Tensor> out = runners[k].call(prepared[k]);
+      ms[k].push_back(seconds_since(t0) * 1e3);
+      if (lazy_trace) {
+        lathe::lazy::Metrics m = lathe::lazy::metrics();
+        lazy_sum.ops_traced += m.ops_traced;
+        lazy_sum.compiles += m.compiles;
+        lazy_sum.cache_hits += m.cache_hits;
+        lazy_sum.trace_s += m.trace_s;
+        lazy_sum.hash_s += m.hash_s;
+        lazy_sum.compile_s += m.compile_s;
+        lazy_sum.execute_s += m.execute_s;
+        row.lazy_calls++;
+      }
+    }
+  }
+  row.lazy = lazy_sum;
+  for (auto& v : ms) row.ms.push_back(median(v));
+
+  std::ostringstream line;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "[lathe-bench] %s batch %lld (built in %.1f s):", name.c_str(),
+                static_cast<long long>(a.batch), build_s);
+  line << buf;
+  for (size_t k = 0; k < runners.size(); ++k) {
+    std::snprintf(buf, sizeof buf, " %s %.2f ms (%.2fx)", runners[k].name.c_str(), row.ms[k],
+                  row.ms[0] / row.ms[k]);
+    line << buf << (k + 1 < runners.size() ? "," : "");
+  }
+  if (!std::isnan(row.compile_s)) {
+    std::snprintf(buf, sizeof buf, "; trace_once first call %.2f s", row.compile_s);
+    line << buf;
+  }
+  if (row.lazy_calls > 0) {
+    const double n = static_cast<double>(row.lazy_calls);
+    std::snprintf(buf, sizeof buf,
+                  "; lazy per call: %.0f ops traced, trace %.3f ms, hash+lookup %.3f ms, "
+                  "compiles %lld, execute %.2f ms",
+                  lazy_sum.ops_traced / n, lazy_sum.trace_s / n * 1e3, lazy_sum.hash_s / n * 1e3,
+                  static_cast<long long>(lazy_sum.compiles), lazy_sum.execute_s / n * 1e3);
+    line << buf;
+  }
+  std::cerr << line.str() << std::endl;
+  return row;
+}
+
+double geomean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return v.empty() ? NAN : std::exp(s / static_cast<double>(v.size()));
+}
+
+int run_performance(const Args& a, const std::vector<std::string>& names) {
+  std::vector<PerfRow> rows;
+  for (const auto& n : names) rows.push_back(bench_model(n, a));
+  const auto& b = a.backends;  // b[0] is the baseline (parse() puts it first)
+  const bool has_once = std::find(b.begin(), b.end(), "trace_once") != b.end();
+
+  std::ostringstream md;
+  md << "| model | " << b[0] << " ms |";
+  for (size_t k = 1; k < b.size(); ++k) md << " " << b[k] << " |";
+  if (has_once) md << " compile s |";
+  md << "\n| --- | ---: |";
+  for (size_t k = 1; k < b.size(); ++k) md << " ---: |";
+  if (has_once) md << " ---: |";
+  md << "\n";
+  std::vector<std::vector<double>> speedups(b.size());
+  char buf[64];
+  for (const PerfRow& r : rows) {
+    std::snprintf(buf, sizeof buf, "%.2f", r.ms[0]);
+    md << "| " << r.model << " | " << buf << " |";
+    for (size_t k = 1; k < b.size(); ++k) {
+      const double s = r.ms[0] / r.ms[k];
+      speedups[k].push_back(s);
+      std::snprintf(buf, sizeof buf, "%.2fx", s);
+      md << " " << buf << " |";
+    }
+    if (has_once) {
+      std::snprintf(buf, sizeof buf, "%.2f", r.compile_s);
+      md << " " << buf << " |";
+    }
+    md << "\n";
+  }
+  md << "| geomean | |";
+  for (size_t k = 1; k < b.size(); ++k) {
+    std::snprintf(buf, sizeof buf, "%.2fx", geomean(speedups[k]));
+    md << " " << buf << " |";
+  }
+  if (has_once) md << " |";
+  md << "\n";
+  std::cout << "lathe-bench --performance --inference, batch " << a.batch << ", "
+            << lathe::num_threads() << " threads, median of " << a.repeat
+            << " alternating calls; speedup = " << b[0] << " ms / backend ms"
+            << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
+            << md.str();
+  // Ratios between two non-baseline backends (e.g. trace_once over eager with --trace-on-lazy).
+  for (size_t k = 1; k < b.size(); ++k)
+    for (size_t j = 1; j < b.size(); ++j)
+      if (b[k] == "trace_once" && j != k) {
+        std::vector<double> ratio;
+        for (const PerfRow& r : rows) ratio.push_back(r.ms[j] / r.ms[k]);
+        std::printf("\ngeomean trace_once over %s: %.2fx\n", b[j].c_str(), geomean(ratio));
+      }
+
+  if (!a.csv.empty()) {
+    std::ofstream csv(a.csv);
+    if (!csv) {
+      std::cerr << "lathe-bench: cannot write " << a.csv << "\n";
+      return 1;
+    }
+    csv << "model,batch,threads,baseline";
+    for (const auto& n : b) csv << "," << n << "_ms";
+    for (size_t k = 1; k < b.size(); ++k) csv << "," << b[k] << "_speedup";
+    csv << ",compile_s,lazy_ops_per_call,lazy_trace_ms,lazy_hash_ms,lazy_execute_ms\n";
+    for (const PerfRow& r : rows) {
+      csv << r.model << "," << a.batch << "," << lathe::num_threads() << "," << b[0];
+      for (double x : r.ms) csv << "," << x;
+      for (size_t k = 1; k < b.size(); ++k) csv << "," << r.ms[0] / r.ms[k];
+      csv << "," << (std::isnan(r.compile_s) ? 0.0 : r.compile_s);
+      const double n = r.lazy_calls > 0 ? static_cast<double>(r.lazy_calls) : NAN;
+      csv << "," << r.lazy.ops_traced / n << "," << r.lazy.trace_s / n * 1e3 << ","
+          << r.lazy.hash_s / n * 1e3 << "," << r.lazy.execute_s / n * 1e3 << "\n";
+    }
+    csv << "geomean,,,";
+    for (size_t k = 0; k < b.size(); ++k) csv << ",";
+    for (size_t k = 1; k < b.size(); ++k) csv << "," << geomean(speedups[k]);
+    csv << ",,,,,\n";
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accuracy
+
+struct AccError {
+  double max_abs = 0, rmse = 0;
+  bool allclose = true;
+};
+
+// Elementwise |x - ref| <= tol + tol * |ref| over every output, plus the RMSE against ref.
+AccError compare(const std::vector<Tensor>& out, const std::vector<Tensor>& ref, double tol) {
+  AccError e;
+  double sq = 0;
+  size_t n = 0;
+  if (out.size() != ref.size()) {
+    e.allclose = false;
+    e.max_abs = e.rmse = INFINITY;
+    return e;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    Tensor o = out[i].device() == Device::lazy() ? out[i].to(Device::cpu()) : out[i];
+    if (o.shape() != ref[i].shape()) {
+      e.allclose = false;
+      e.max_abs = e.rmse = INFINITY;
+      return e;
+    }
+    std::vector<double> x = o.to_vector<double>(), y = ref[i].to_vector<double>();
+    for (size_t j = 0; j < x.size(); ++j) {
+      const double d = std::abs(x[j] - y[j]);
+      if (!(d <= tol + tol * std::abs(y[j]))) e.allclose = false;
+      if (!(d <= e.max_abs)) e.max_abs = std::isnan(d) ? INFINITY : d;
+      sq += d * d;
+    }
+    n += x.size();
+  }
+  e.rmse = n ? std::sqrt(sq / static_cast<double>(n)) : 0;
+  return e;
+}
+
+int run_accuracy(const Args& a, const std::vector<std::string>& names) {
+  std::ostringstream md;
+  md << "| model |";
+  for (const auto& b : a.backends) md << " " << b << " |";
+  md << "\n| --- |";
+  for (size_t k = 0; k < a.backends.size(); ++k) md << " --- |";
+  md << "\n";
+  std::ofstream csv;
+  if (!a.csv.empty()) {
+    csv.open(a.csv);
+    if (!csv) {
+      std::cerr << "lathe-bench: cannot write " << a.csv << "\n";
+      return 1;
+    }
+    csv << "model,batch,backend,status,max_abs_error,rmse,eager_rmse,tolerance\n";
+  }
+  int failures = 0;
+  for (const auto& name : names) {
+    const auto t0 = Clock::now();
+    std::vector<Tensor> inputs = make_inputs(name, a.batch, 1);
+    // fp64 reference: the same weights (same seed) converted, the same inputs converted.
+    lathe::models::ModelOptions options;
+    options.seed = 0;
+    auto ref_model = lathe::models::create_model(name, options);
+    ref_model->module->to(DType::f64);
+    std::vector<Tensor> ref_in;
+    for (const Tensor& t : inputs)
+      ref_in.push_back(lathe::is_floating(t.dtype()) ? t.to(DType::f64) : t);
+    std::vector<Tensor> ref = ref_model->forward(ref_in);
+    ref_model.reset();
+
+    Models models = build_models(name, a);
+    std::vector<Runner> runners = make_runners(models, a);
+    // eager f32's own error against fp64 sets the RMSE allowance.
+    auto eager_model = models.cpu ? models.cpu : lathe::models::create_model(name, options);
+    const AccError eager_err = compare(eager_model->forward(inputs), ref, a.tolerance);
+    md << "| " << name << " |";
+    std::ostringstream line;
+    line << "[lathe-bench] " << name << " accuracy (fp64 reference, tolerance " << a.tolerance
+         << "):";
+    for (const Runner& r : runners) {
+      // Two calls: the first traces / compiles, the second replays.
+      r.call(r.prepare(inputs));
+      const AccError e = compare(r.call(r.prepare(inputs)), ref, a.tolerance);
+      const bool rmse_ok = e.rmse <= 2 * eager_err.rmse;
+      const char* status = e.allclose ? "pass" : rmse_ok ? "pass (rmse)" : "FAIL";
+      if (!e.allclose && !rmse_ok) ++failures;
+      md << " " << status << " |";
+      char buf[200];
+      std::snprintf(buf, sizeof buf, " %s %s (max abs err %.3g, rmse %.3g, eager rmse %.3g)",
+                    r.name.c_str(), status, e.max_abs, e.rmse, eager_err.rmse);
+      line << buf;
+      if (csv) {
+        csv << name << "," << a.batch << "," << r.name << "," << status << "," << e.max_abs << ","
+            << e.rmse << "," << eager_err.rmse << "," << a.tolerance << "\n";
+      }
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " [%.1f s]", seconds_since(t0));
+    std::cerr << line.str() << buf << std::endl;
+    md << "\n";
+  }
+  std::cout << "lathe-bench --accuracy --inference, batch " << a.batch
+            << ", fp64 eager reference; pass: allclose at " << a.tolerance
+            << ", or pass (rmse): RMSE within 2x eager-f32's"
+            << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
+            << md.str();
+  if (failures > 0) {
+    std::cout << "\n" << failures << " failure(s)\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -107,17 +534,16 @@ int main(int argc, char** argv) {
   if (a.threads > 0) lathe::set_num_threads(a.threads);
   std::vector<std::string> names = lathe::models::model_names();
   if (!a.only.empty()) names = {a.only};
-  std::fprintf(stderr, "[lathe-bench] %d threads, warmup %d, repeat %d\n", lathe::num_threads(),
-               a.warmup, a.repeat);
-  std::vector<std::pair<std::string, double>> rows;
+  std::cerr << "[lathe-bench] " << (a.accuracy ? "accuracy" : "performance") << ", batch "
+            << a.batch << ", " << lathe::num_threads() << " threads, backends";
+  for (const auto& b : a.backends) std::cerr << " " << b;
+  if (a.trace_on_lazy) std::cerr << ", trace on lazy";
+  if (!a.accuracy) std::cerr << ", warmup " << a.warmup << ", repeat " << a.repeat;
+  std::cerr << std::endl;
   try {
-    for (const auto& n : names) rows.emplace_back(n, bench_model(n, a));
+    return a.accuracy ? run_accuracy(a, names) : run_performance(a, names);
   } catch (const lathe::Error& e) {
     std::cerr << "lathe-bench: " << e.what() << "\n";
     return 1;
   }
-  std::printf("| model | batch | lathe eager ms |\n| --- | --- | --- |\n");
-  for (const auto& [n, ms] : rows)
-    std::printf("| %s | %lld | %.2f |\n", n.c_str(), static_cast<long long>(a.batch), ms);
-  return 0;
 }

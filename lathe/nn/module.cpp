@@ -166,6 +166,23 @@ Module& Module::to(Device device) {
   return *this;
 }
 
+Module& Module::to(DType dtype) {
+  LATHE_CHECK(is_floating(dtype), "[Module.to] dtype must be floating point, got ",
+              dtype_name(dtype));
+  auto convert = [&](Module& m, Tensor& t) {
+    if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) return;
+    Tensor converted = t.to(dtype);
+    converted.set_requires_grad(t.requires_grad());
+    t.impl() = converted.impl();
+    ++m.structure_version_;
+  };
+  apply([&](const std::string&, Module& m) {
+    for (auto& [name, t] : m.params_) convert(m, t);
+    for (Buffer& b : m.buffers_) convert(m, b.t);
+  });
+  return *this;
+}
+
 void Module::set_parameter(const std::string& name, Tensor t) {
   param(name) = std::move(t);
   ++structure_version_;

@@ -48,6 +48,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // handle (a TensorImpl swap), so references held elsewhere see the move. Bumps the structure
   // version of every module whose tensors moved. Returns *this.
   Module& to(Device device);
+  // Converts every floating-point parameter and buffer of the tree to `dtype` in place (same
+  // handles, as to(Device)); integer buffers (num_batches_tracked) keep their dtype. Bumps the
+  // structure version of every module whose tensors changed. Returns *this.
+  Module& to(DType dtype);
 
   virtual void train(bool on = true);
   void eval() { train(false); }

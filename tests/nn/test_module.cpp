@@ -224,3 +224,23 @@ TEST(Module, ApplyVisitsEveryModuleAndNamedModulesNeedsSharedOwnership) {
   Block stack_block;
   EXPECT_THROW(stack_block.named_modules(), Error);
 }
+
+TEST(Module, ToDtypeConvertsFloatingTensorsInPlace) {
+  auto b = make<Block>();
+  Tensor held = b->param("scale");  // a handle held elsewhere sees the conversion
+  auto fc = std::dynamic_pointer_cast<Module>(b->child("fc"));
+  const uint64_t before = fc->structure_version();
+  std::vector<float> w = fc->param("weight").to_vector<float>();
+  b->to(DType::f64);
+  EXPECT_EQ(held.dtype(), DType::f64);
+  for (const auto& [name, t] : b->named_parameters()) EXPECT_EQ(t.dtype(), DType::f64) << name;
+  EXPECT_EQ(b->buffer("count").dtype(), DType::i64);  // integer buffers keep their dtype
+  EXPECT_EQ(b->buffer("scratch").dtype(), DType::f64);
+  EXPECT_GT(fc->structure_version(), before);
+  std::vector<double> w64 = fc->param("weight").to_vector<double>();
+  ASSERT_EQ(w64.size(), w.size());
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w64[i], static_cast<double>(w[i]));
+  Tensor y = fc->forward(ones({2, 4}, DType::f64));
+  EXPECT_EQ(y.dtype(), DType::f64);
+  EXPECT_THROW(b->to(DType::i32), Error);
+}
