@@ -423,8 +423,18 @@ struct AccError {
   bool allclose = true;
 };
 
-// Elementwise |x - ref| <= tol + tol * |ref| over every output, plus the RMSE against ref.
-AccError compare(const std::vector<Tensor>& out, const std::vector<Tensor>& ref, double tol) {
+// Largest |value| over the reference outputs.
+double scale_of(const std::vector<Tensor>& ref) {
+  double m = 0;
+  for (const Tensor& t : ref)
+    for (double v : t.to_vector<double>()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+// allclose(out, ref) with rtol = tol and atol = tol * scale (scale: the largest |ref|, so a model
+// whose untrained outputs are tiny is still checked at its own scale), plus the RMSE against ref.
+AccError compare(const std::vector<Tensor>& out, const std::vector<Tensor>& ref, double tol,
+                 double scale) {
   AccError e;
   double sq = 0;
   size_t n = 0;
@@ -433,6 +443,7 @@ AccError compare(const std::vector<Tensor>& out, const std::vector<Tensor>& ref,
     e.max_abs = e.rmse = INFINITY;
     return e;
   }
+  const double atol = tol * scale;
   for (size_t i = 0; i < out.size(); ++i) {
     Tensor o = out[i].device() == Device::lazy() ? out[i].to(Device::cpu()) : out[i];
     if (o.shape() != ref[i].shape()) {
@@ -443,7 +454,7 @@ AccError compare(const std::vector<Tensor>& out, const std::vector<Tensor>& ref,
     std::vector<double> x = o.to_vector<double>(), y = ref[i].to_vector<double>();
     for (size_t j = 0; j < x.size(); ++j) {
       const double d = std::abs(x[j] - y[j]);
-      if (!(d <= tol + tol * std::abs(y[j]))) e.allclose = false;
+      if (!(d <= atol + tol * std::abs(y[j]))) e.allclose = false;
       if (!(d <= e.max_abs)) e.max_abs = std::isnan(d) ? INFINITY : d;
       sq += d * d;
     }
@@ -483,20 +494,21 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
       ref_in.push_back(lathe::is_floating(t.dtype()) ? t.to(DType::f64) : t);
     std::vector<Tensor> ref = ref_model->forward(ref_in);
     ref_model.reset();
+    const double scale = scale_of(ref);
 
     Models models = build_models(name, a);
     std::vector<Runner> runners = make_runners(models, a);
     // eager f32's own error against fp64 sets the RMSE allowance.
     auto eager_model = models.cpu ? models.cpu : lathe::models::create_model(name, options);
-    const AccError eager_err = compare(eager_model->forward(inputs), ref, a.tolerance);
+    const AccError eager_err = compare(eager_model->forward(inputs), ref, a.tolerance, scale);
     md << "| " << name << " |";
     std::ostringstream line;
-    line << "[lathe-bench] " << name << " accuracy (fp64 reference, tolerance " << a.tolerance
-         << "):";
+    line << "[lathe-bench] " << name << " accuracy (fp64 reference, max |output| " << scale
+         << ", tolerance " << a.tolerance << "):";
     for (const Runner& r : runners) {
       // Two calls: the first traces / compiles, the second replays.
       r.call(r.prepare(inputs));
-      const AccError e = compare(r.call(r.prepare(inputs)), ref, a.tolerance);
+      const AccError e = compare(r.call(r.prepare(inputs)), ref, a.tolerance, scale);
       const bool rmse_ok = e.rmse <= 2 * eager_err.rmse;
       const char* status = e.allclose ? "pass" : rmse_ok ? "pass (rmse)" : "FAIL";
       if (!e.allclose && !rmse_ok) ++failures;
@@ -516,8 +528,9 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
     md << "\n";
   }
   std::cout << "lathe-bench --accuracy --inference, batch " << a.batch
-            << ", fp64 eager reference; pass: allclose at " << a.tolerance
-            << ", or pass (rmse): RMSE within 2x eager-f32's"
+            << ", fp64 eager reference; pass: allclose with rtol " << a.tolerance
+            << " and atol " << a.tolerance
+            << " x max |reference output|, or pass (rmse): RMSE within 2x eager-f32's"
             << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
             << md.str();
   if (failures > 0) {
