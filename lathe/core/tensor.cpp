@@ -101,29 +101,28 @@ void detail::lazy_sync() {
   if (LazySyncHook hook = lazy_sync_hook.load()) hook();
 }
 
+namespace {
+// A handle on `device` over the memory of t (no copy).
+Tensor alias_on(const Tensor& t, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl().storage;
+  impl->sizes = t.sizes();
+  impl->strides = t.strides();
+  impl->offset = t.storage_offset();
+  impl->dtype = t.dtype();
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+}  // namespace
+
 Tensor detail::device_buffer(const Tensor& t) {
   if (t.device().kind() == DeviceKind::cpu) return t;
   LATHE_CHECK(t.has_storage(), "[device] tensor ", t.shape_string(), " on ", t.device(),
               " has no data; call lathe::sync() first");
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl().storage;
-  impl->sizes = t.sizes();
-  impl->strides = t.strides();
-  impl->offset = t.storage_offset();
-  impl->dtype = t.dtype();
-  return Tensor(std::move(impl));
+  return alias_on(t, Device::cpu());
 }
 
-Tensor detail::as_lazy_device_data(const Tensor& t) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl().storage;
-  impl->sizes = t.sizes();
-  impl->strides = t.strides();
-  impl->offset = t.storage_offset();
-  impl->dtype = t.dtype();
-  impl->device = Device::lazy();
-  return Tensor(std::move(impl));
-}
+Tensor detail::as_lazy_device_data(const Tensor& t) { return alias_on(t, Device::lazy()); }
 
 void* Tensor::raw_data() const {
   check_not_traced(*this, "raw_data()");

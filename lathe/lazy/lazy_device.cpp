@@ -46,15 +46,7 @@ LazyContext& context() {
 }
 
 // A CPU tensor viewing the same memory as t.
-Tensor cpu_alias(const Tensor& t) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl().storage;
-  impl->sizes = t.sizes();
-  impl->strides = t.strides();
-  impl->offset = t.storage_offset();
-  impl->dtype = t.dtype();
-  return Tensor(std::move(impl));
-}
+Tensor cpu_alias(const Tensor& t) { return lathe::detail::device_buffer(t); }
 
 std::shared_ptr<LazyValue> device_data(Tensor buffer) {
   auto v = std::make_shared<LazyValue>();

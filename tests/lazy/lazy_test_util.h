@@ -10,6 +10,8 @@
 #include "lathe/core/random.h"
 #include "lathe/core/tensor.h"
 #include "lathe/lazy/lazy.h"
+#include "lathe/models/registry.h"
+#include "tests/models/small_models.h"
 
 namespace lathe::lazy_test {
 
@@ -40,6 +42,24 @@ inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, do
     return ::testing::AssertionFailure()
            << "element " << at << ": " << x[at] << " vs " << y[at] << " in " << a.shape_string();
   return ::testing::AssertionSuccess();
+}
+
+// Inputs for the small model configs (tests/models/small_models.h, image size 64).
+inline std::vector<Tensor> small_inputs(const std::string& name, int64_t batch, uint64_t seed) {
+  models::InputOptions io;
+  if (models::is_cnn(name)) io.image_size = 64;
+  if (name == "bert") {
+    io.bert = test_models::small_bert(64);
+    io.seq_len = 12;
+  }
+  if (name == "vit") io.vit = test_models::small_vit();
+  return models::default_inputs(name, batch, seed, io);
+}
+
+inline std::vector<Tensor> to_device(const std::vector<Tensor>& ts, Device d) {
+  std::vector<Tensor> r;
+  for (const Tensor& t : ts) r.push_back(t.to(d));
+  return r;
 }
 
 }  // namespace lathe::lazy_test

@@ -14,26 +14,11 @@
 using namespace lathe;
 using namespace lathe::models;
 using lathe::lazy_test::all_close;
+using lathe::lazy_test::small_inputs;
+using lathe::lazy_test::to_device;
 using lathe::lazy_test::randn;
 
 namespace {
-
-std::vector<Tensor> small_inputs(const std::string& name, int64_t batch, uint64_t seed) {
-  InputOptions io;
-  if (is_cnn(name)) io.image_size = 64;
-  if (name == "bert") {
-    io.bert = test_models::small_bert(64);
-    io.seq_len = 12;
-  }
-  if (name == "vit") io.vit = test_models::small_vit();
-  return default_inputs(name, batch, seed, io);
-}
-
-std::vector<Tensor> to_device(const std::vector<Tensor>& ts, Device d) {
-  std::vector<Tensor> r;
-  for (const Tensor& t : ts) r.push_back(t.to(d));
-  return r;
-}
 
 class LazyCompileModel : public ::testing::TestWithParam<std::string> {};
 

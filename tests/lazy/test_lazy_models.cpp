@@ -11,31 +11,13 @@
 using namespace lathe;
 using namespace lathe::models;
 using lathe::lazy_test::all_close;
+using lathe::lazy_test::small_inputs;
+using lathe::lazy_test::to_device;
 
 namespace {
 
-BertConfig small_bert() { return test_models::small_bert(64); }
-using test_models::small_vit;
-
 std::shared_ptr<ModelSpec> small_model(const std::string& name, uint64_t seed) {
   return test_models::small_model(name, seed, 64);
-}
-
-std::vector<Tensor> small_inputs(const std::string& name, int64_t batch, uint64_t seed) {
-  InputOptions io;
-  if (is_cnn(name)) io.image_size = 64;
-  if (name == "bert") {
-    io.bert = small_bert();
-    io.seq_len = 12;
-  }
-  if (name == "vit") io.vit = small_vit();
-  return default_inputs(name, batch, seed, io);
-}
-
-std::vector<Tensor> to_device(const std::vector<Tensor>& ts, Device d) {
-  std::vector<Tensor> r;
-  for (const Tensor& t : ts) r.push_back(t.to(d));
-  return r;
 }
 
 class LazyModel : public ::testing::TestWithParam<std::string> {};
