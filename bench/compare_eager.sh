@@ -21,8 +21,9 @@ echo "| model | batch | lathe eager ms | torch eager ms | torch / lathe |"
 echo "| --- | --- | --- | --- | --- |"
 for m in $MODELS; do
   echo "[compare] $m" >&2
-  l=$(build/lathe-bench --only "$m" --batch-size "$BATCH" --repeat "$REPEAT" --threads "$THREADS" 2>/dev/null |
-      awk -F'|' -v m="$m" '$2 ~ m {gsub(/ /,"",$4); print $4}')
+  l=$(build/lathe-bench --only "$m" --backend eager --batch-size "$BATCH" --repeat "$REPEAT" \
+      --threads "$THREADS" 2>/dev/null |
+      awk -F'|' -v m="$m" '$2 ~ m {gsub(/ /,"",$3); print $3}')
   t=$(.venv/bin/python bench/peer_torch.py --only "$m" --batch-size "$BATCH" --repeat "$REPEAT" \
       --threads "$THREADS" --channels-last 2>/dev/null |
       awk -F'|' -v m="$m" '$2 ~ m {gsub(/ /,"",$4); print $4}')
