@@ -9,7 +9,8 @@
 // --performance (the default) times every backend alternately in one run (median over --repeat
 // timed calls after --warmup untimed ones) and prints a markdown table of speedups over the
 // baseline: eager, or trace_everytime with --trace-on-lazy. --accuracy compares each backend's
-// outputs with an fp64 eager run of the same weights and inputs and exits 1 on any failure.
+// outputs with an fp64 eager run of the same weights and inputs and exits 1 on any failure
+// (`--inject-error BACKEND` scales that backend's outputs by 1.01: a self-test of the check).
 // Progress goes to stderr, one line per model. See docs/benchmarks.md.
 #include <algorithm>
 #include <chrono>
@@ -26,6 +27,7 @@
 #include "lathe/core/threads.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/models/registry.h"
+#include "lathe/ops/ops.h"
 #include "lathe/trace/compile.h"
 
 namespace {
@@ -49,6 +51,7 @@ struct Args {
   int threads = 0;  // 0: leave lathe's default
   double tolerance = 1e-4;
   std::string csv;
+  std::string inject_error;  // --accuracy self-test: this backend's outputs are scaled by 1.01
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -131,6 +134,9 @@ Args parse(int argc, char** argv) {
       a.tolerance = std::strtod(v, &end);
       if (end == v || *end != '\0' || !(a.tolerance > 0))
         usage(std::string("--tolerance needs a positive number, got '") + v + "'");
+    } else if (f == "--inject-error") {
+      if (v == nullptr) usage("--inject-error needs a backend name");
+      a.inject_error = v;
     } else if (f == "--csv") {
       if (v == nullptr) usage("--csv needs a file name");
       a.csv = v;
@@ -437,8 +443,9 @@ double scale_of(const std::vector<Tensor>& ref) {
   return m;
 }
 
-// allclose(out, ref) with rtol = tol and atol = tol * scale (scale: the largest |ref|, so a model
-// whose untrained outputs are tiny is still checked at its own scale), plus the RMSE against ref.
+// allclose(out, ref) with rtol = tol and atol = tol * min(1, scale), scale being the largest
+// |ref|: the usual allclose at `tol`, tightened for a model whose untrained outputs are tiny (a
+// plain atol of 1e-4 would pass anything there), plus the RMSE against ref.
 AccError compare(const std::vector<Tensor>& out, const std::vector<Tensor>& ref, double tol,
                  double scale) {
   AccError e;
@@ -449,7 +456,7 @@ AccError compare(const std::vector<Tensor>& out, const std::vector<Tensor>& ref,
     e.max_abs = e.rmse = INFINITY;
     return e;
   }
-  const double atol = tol * scale;
+  const double atol = tol * std::min(1.0, scale);
   for (size_t i = 0; i < out.size(); ++i) {
     Tensor o = out[i].device() == Device::lazy() ? out[i].to(Device::cpu()) : out[i];
     if (o.shape() != ref[i].shape()) {
@@ -514,7 +521,10 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
     for (const Runner& r : runners) {
       // Two calls: the first traces / compiles, the second replays.
       r.call(r.prepare(inputs));
-      const AccError e = compare(r.call(r.prepare(inputs)), ref, a.tolerance, scale);
+      std::vector<Tensor> out = r.call(r.prepare(inputs));
+      if (r.name == a.inject_error)  // proves the check can fail (a test runs it)
+        for (Tensor& t : out) t = lathe::mul(t.to(Device::cpu()), 1.01);
+      const AccError e = compare(out, ref, a.tolerance, scale);
       const bool rmse_ok = e.rmse <= 2 * eager_err.rmse;
       const char* status = e.allclose ? "pass" : rmse_ok ? "pass (rmse)" : "FAIL";
       if (!e.allclose && !rmse_ok) ++failures;
@@ -536,7 +546,7 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
   std::cout << "lathe-bench --accuracy --inference, batch " << a.batch
             << ", fp64 eager reference; pass: allclose with rtol " << a.tolerance
             << " and atol " << a.tolerance
-            << " x max |reference output|, or pass (rmse): RMSE within 2x eager-f32's"
+            << " x min(1, max |reference output|), or pass (rmse): RMSE within 2x eager-f32's"
             << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
             << md.str();
   if (failures > 0) {
