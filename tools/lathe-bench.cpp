@@ -250,10 +250,10 @@ std::vector<Runner> make_runners(const Models& m, const Args& a) {
 
 struct PerfRow {
   std::string model;
-  std::vector<double> ms;  // per backend, median
-  double compile_s = NAN;  // first trace_once call: trace + compile + one run
+  std::vector<double> ms;       // per backend, median
+  double compile_s = NAN;       // first trace_once call: trace + compile + one run
   double lazy_compile_s = NAN;  // the lazy device's backend compile in the first call
-  lathe::lazy::Metrics lazy;  // of the timed trace_everytime calls
+  lathe::lazy::Metrics lazy;    // of the timed trace_everytime calls
   int64_t lazy_calls = 0;
 };
 
@@ -544,8 +544,8 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
     md << "\n";
   }
   std::cout << "lathe-bench --accuracy --inference, batch " << a.batch
-            << ", fp64 eager reference; pass: allclose with rtol " << a.tolerance
-            << " and atol " << a.tolerance
+            << ", fp64 eager reference; pass: allclose with rtol " << a.tolerance << " and atol "
+            << a.tolerance
             << " x min(1, max |reference output|), or pass (rmse): RMSE within 2x eager-f32's"
             << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
             << md.str();

@@ -51,8 +51,8 @@ std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
     }
     const Tensor& c = captured[-1 - o];
     const Tensor& b = captured_buffers[-1 - o];
-    if (!on_lazy(c) || (c.impl().storage == b.impl().storage &&
-                        c.storage_offset() == b.storage_offset())) {
+    if (!on_lazy(c) ||
+        (c.impl().storage == b.impl().storage && c.storage_offset() == b.storage_offset())) {
       inputs.push_back(b);
     } else {
       // The capture was written lazily since the trace (pending) or holds a new buffer.

@@ -31,7 +31,7 @@ struct CacheEntry {
   std::unique_ptr<sym::ShapeEnv> env;
   EntryGuards guards;
   std::unique_ptr<backend::Executable> executable;
-  std::vector<Tensor> captured;   // by reference: parameters, buffers, constants
+  std::vector<Tensor> captured;  // by reference: parameters, buffers, constants
   // Per capture slot: the CPU view of a lazy capture's device buffer, made once at trace time
   // (used while the capture still holds that buffer); the capture itself for CPU tensors.
   std::vector<Tensor> captured_buffers;

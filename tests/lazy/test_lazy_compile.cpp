@@ -14,9 +14,9 @@
 using namespace lathe;
 using namespace lathe::models;
 using lathe::lazy_test::all_close;
+using lathe::lazy_test::randn;
 using lathe::lazy_test::small_inputs;
 using lathe::lazy_test::to_device;
-using lathe::lazy_test::randn;
 
 namespace {
 
@@ -106,8 +106,7 @@ TEST(LazyCompile, TrainModeBatchNormUpdatesDeviceBuffers) {
   ASSERT_EQ(eb.size(), lb.size());
   for (size_t i = 0; i < eb.size(); ++i) {
     EXPECT_EQ(lb[i].second.device(), Device::lazy()) << lb[i].first;
-    EXPECT_TRUE(all_close(lb[i].second.to(Device::cpu()), eb[i].second, 1e-5, 1e-6))
-        << lb[i].first;
+    EXPECT_TRUE(all_close(lb[i].second.to(Device::cpu()), eb[i].second, 1e-5, 1e-6)) << lb[i].first;
   }
 }
 
