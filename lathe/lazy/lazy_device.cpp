@@ -45,9 +45,6 @@ LazyContext& context() {
   return *c;
 }
 
-// A CPU tensor viewing the same memory as t.
-Tensor cpu_alias(const Tensor& t) { return lathe::detail::device_buffer(t); }
-
 std::shared_ptr<LazyValue> device_data(Tensor buffer) {
   auto v = std::make_shared<LazyValue>();
   v->kind = LazyValue::Kind::device_data;
@@ -78,7 +75,7 @@ std::shared_ptr<LazyValue> value_of(LazyContext& c, const Tensor& t) {
     c.metrics.bytes_to_device += static_cast<int64_t>(t.nbytes());
     return device_data(copy_of(t));
   }
-  if (!impl.lazy) impl.lazy = device_data(cpu_alias(t));  // device data, first use as input
+  if (!impl.lazy) impl.lazy = device_data(lathe::detail::device_buffer(t));  // device data, first use as input
   return impl.lazy;
 }
 
@@ -389,20 +386,18 @@ Tensor Tensor::to(Device d) const {
   lazy::install();
   lazy::LazyContext& c = lazy::context();
   if (d.kind() == DeviceKind::lazy) {
-    Tensor buffer = lazy::copy_of(*this);
-    auto impl = std::make_shared<TensorImpl>(buffer.impl());
-    impl->device = Device::lazy();
-    impl->requires_grad = requires_grad();
+    Tensor moved = detail::as_lazy_device_data(lazy::copy_of(*this));
+    moved.set_requires_grad(requires_grad());
     std::lock_guard<std::mutex> lock(c.mu);
     c.metrics.transfers_to_device++;
     c.metrics.bytes_to_device += static_cast<int64_t>(nbytes());
-    return Tensor(std::move(impl));
+    return moved;
   }
   std::lock_guard<std::mutex> lock(c.mu);
   lazy::sync_locked(c);
   LATHE_CHECK(has_storage(), "[to] lazy tensor ", shape_string(),
               " has no data: the graph computing it failed");
-  Tensor out = lazy::copy_of(lazy::cpu_alias(*this));
+  Tensor out = lazy::copy_of(detail::device_buffer(*this));
   c.metrics.transfers_from_device++;
   c.metrics.bytes_from_device += static_cast<int64_t>(nbytes());
   return out;
