@@ -75,7 +75,8 @@ std::shared_ptr<LazyValue> value_of(LazyContext& c, const Tensor& t) {
     c.metrics.bytes_to_device += static_cast<int64_t>(t.nbytes());
     return device_data(copy_of(t));
   }
-  if (!impl.lazy) impl.lazy = device_data(lathe::detail::device_buffer(t));  // device data, first use as input
+  if (!impl.lazy)
+    impl.lazy = device_data(lathe::detail::device_buffer(t));  // device data, first use as input
   return impl.lazy;
 }
 
