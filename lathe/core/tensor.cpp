@@ -197,6 +197,80 @@ std::string Tensor::shape_string() const {
   return os.str();
 }
 
+namespace {
+
+constexpr int64_t kPrintEdge = 3;  // elements shown at each end of a long dim
+
+// The indices shown along a dim of size n: all, or the first and last kPrintEdge with -1 (an
+// ellipsis) between them.
+std::vector<int64_t> shown_indices(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    if (n > 2 * kPrintEdge && i == kPrintEdge) {
+      out.push_back(-1);
+      i = n - kPrintEdge;
+    }
+    out.push_back(i);
+  }
+  return out;
+}
+
+// Prints the element at an offset (in elements) from the tensor's data pointer.
+void print_element(std::ostream& os, const Tensor& t, int64_t offset) {
+  LATHE_DISPATCH_ALL(t.dtype(), "to_string", [&] {
+    scalar_t v = static_cast<const scalar_t*>(t.raw_data())[offset];
+    if (t.dtype() == DType::b8)
+      os << (v ? "true" : "false");
+    else if (is_floating(t.dtype()))
+      os << std::setprecision(6) << static_cast<double>(v);
+    else
+      os << static_cast<int64_t>(v);
+  });
+}
+
+// Prints the values as nested brackets, one level per dim. A loop with an explicit position per
+// dim rather than recursion, so a tensor of any rank prints without exhausting the stack.
+void print_values(std::ostream& os, const Tensor& t) {
+  const std::vector<int64_t> sz = t.shape(), st = t.int_strides();
+  const size_t rank = sz.size();
+  if (rank == 0) return print_element(os, t, 0);
+  std::vector<std::vector<int64_t>> shown(rank);
+  for (size_t d = 0; d < rank; ++d) shown[d] = shown_indices(sz[d]);
+  std::vector<size_t> pos(rank, 0);          // position in shown[d] at each open dim
+  std::vector<int64_t> offset(rank + 1, 0);  // element offset of the sub-tensor open at dim d
+  size_t d = 0;
+  os << '[';
+  while (true) {
+    if (pos[d] == shown[d].size()) {  // dim d is done: close it, continue its parent
+      os << ']';
+      if (d == 0) return;
+      ++pos[--d];
+      continue;
+    }
+    if (pos[d] > 0) {
+      os << ',';
+      if (d + 1 < rank)
+        os << '\n' << std::string(d + 2, ' ');
+      else
+        os << ' ';
+    }
+    const int64_t i = shown[d][pos[d]];
+    if (i < 0) {
+      os << "...";
+      ++pos[d];
+    } else if (d + 1 == rank) {
+      print_element(os, t, offset[d] + i * st[d]);
+      ++pos[d];
+    } else {
+      offset[d + 1] = offset[d] + i * st[d];
+      pos[++d] = 0;
+      os << '[';
+    }
+  }
+}
+
+}  // namespace
+
 std::string Tensor::to_string() const {
   if (!defined()) return "Tensor(undefined)";
   check_not_traced(*this, "printing a tensor's values");
@@ -206,42 +280,8 @@ std::string Tensor::to_string() const {
     os << ", device=" << device() << (has_storage() ? "" : ", no data") << ")";
     return os.str();
   }
-  os << ",\n";
-  auto sz = shape();
-  std::vector<double> v = to_vector<double>();
-  const int64_t edge = 3;  // elements shown at each end of a long dim
-  bool fp = is_floating(dtype());
-  std::function<void(size_t, int64_t, int)> rec = [&](size_t d, int64_t base, int indent) {
-    if (d == sz.size()) {
-      if (fp)
-        os << std::setprecision(6) << v[base];
-      else if (dtype() == DType::b8)
-        os << (v[base] != 0 ? "true" : "false");
-      else
-        os << static_cast<int64_t>(v[base]);
-      return;
-    }
-    int64_t inner = 1;
-    for (size_t k = d + 1; k < sz.size(); ++k) inner *= sz[k];
-    os << '[';
-    for (int64_t i = 0; i < sz[d]; ++i) {
-      if (sz[d] > 2 * edge && i == edge) {
-        os << "..., ";
-        i = sz[d] - edge;
-      }
-      if (i > 0 && !(sz[d] > 2 * edge && i == sz[d] - edge)) {
-        os << ',';
-        if (d + 1 < sz.size())
-          os << '\n' << std::string(indent + 1, ' ');
-        else
-          os << ' ';
-      }
-      rec(d + 1, base + i * inner, indent + 1);
-    }
-    os << ']';
-  };
-  os << ' ';
-  rec(0, 0, 1);
+  os << ",\n ";
+  print_values(os, *this);
   os << ")";
   return os.str();
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,9 +13,10 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "lathe/io/half.h"
+#include "lathe/io/safetensors_header.h"
+#include "lathe/io/untrusted_text.h"
 
 namespace lathe::io {
 
@@ -27,25 +29,6 @@ using json = nlohmann::json;
 
 // The format's own limit (the Rust reader refuses headers past 100 MB).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-// Deeper JSON than this cannot be a valid header (the deepest valid value is depth 3).
-constexpr int kMaxJsonDepth = 16;
-
-struct DTypeSpec {
-  const char* name;
-  size_t itemsize;
-};
-// Every dtype the format names with a whole-byte size; only some of them load.
-constexpr DTypeSpec kDTypes[] = {
-    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
-    {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
-    {"F32", 4},  {"I64", 8}, {"U64", 8}, {"F64", 8},     {"C64", 8},
-};
-
-const DTypeSpec* find_dtype(const std::string& name) {
-  for (const DTypeSpec& d : kDTypes)
-    if (name == d.name) return &d;
-  return nullptr;
-}
 
 // Lathe's dtype for a safetensors dtype that maps one to one; false for the others.
 bool native_dtype(const std::string& name, DType* out) {
@@ -77,116 +60,66 @@ const char* safetensors_dtype(DType dt) {
   return nullptr;
 }
 
-std::string shape_str(const std::string& dtype, const std::vector<int64_t>& shape) {
-  return detail::str(dtype, shape);
-}
-
 // "[safetensors] <path>: " followed by the message.
 template <class... Args>
 [[noreturn]] void fail(const std::string& path, const Args&... args) {
   throw Error(detail::str("[safetensors] ", path, ": ", args...));
 }
 
-// An integer field of the header as int64 (rejects floats, and unsigned values past int64).
-bool json_int(const json& v, int64_t* out) {
-  if (v.is_number_unsigned()) {
-    uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
-    *out = static_cast<int64_t>(u);
-    return true;
-  }
-  if (v.is_number_integer()) {
-    *out = v.get<int64_t>();
-    return true;
-  }
-  return false;
+// A name for what a path is when it is not a regular file.
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
 }
 
-// Parses the header, refusing duplicate keys in any object (nlohmann keeps the last one
-// silently) and nesting deeper than any valid header.
-json parse_header(const std::string& path, const char* begin, const char* end) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string current_entry;
-  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth > kMaxJsonDepth)
-      fail(path, "header JSON nests deeper than ", kMaxJsonDepth, " levels");
-    switch (event) {
-      case json::parse_event_t::object_start:
-        open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (open_objects.size() == 1) current_entry = key;
-        if (!open_objects.empty() && !open_objects.back().insert(key).second) {
-          if (open_objects.size() == 1) fail(path, "header names tensor '", key, "' twice");
-          fail(path, "header entry '", current_entry, "' has field '", key, "' twice");
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
+// Opens path read-only and returns its descriptor and size, refusing anything but a regular
+// file. O_NONBLOCK: opening a FIFO with no writer would otherwise block forever in open().
+int open_regular_file(const std::string& path, uint64_t* size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) fail(path, "cannot open: ", std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    fail(path, "cannot stat: ", std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "not a regular file: it is ", file_type_name(st.st_mode));
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+// Total RAM plus swap: a buffer larger than this can never be filled.
+uint64_t memory_and_swap_bytes() {
+  struct sysinfo si;
+  if (sysinfo(&si) != 0) return std::numeric_limits<uint64_t>::max();
+  return (static_cast<uint64_t>(si.totalram) + si.totalswap) * si.mem_unit;
+}
+
+// A fresh f32 tensor for an F16/BF16 tensor of the file, whose size doubles in the conversion:
+// an allocation failure says which file and tensor and why it needs twice the file's bytes.
+Tensor allocate_widened(const std::string& path, const std::string& key, const TensorInfo& info) {
+  const uint64_t file_bytes = info.end - info.begin, f32_bytes = 2 * file_bytes;
+  auto refuse = [&](const std::string& why) {
+    fail(path, "tensor '", detail::printable(key), "': ", detail::str(info.dtype, info.shape),
+         " is converted to f32 on load (Lathe has no 16-bit float dtype), which doubles its ",
+         file_bytes, " bytes in the file to ", f32_bytes, " bytes: ", why);
   };
+  const uint64_t available = memory_and_swap_bytes();
+  if (f32_bytes > available)
+    refuse(detail::str("more than this machine's memory and swap (", available, " bytes)"));
   try {
-    return json::parse(begin, end, on_event);
-  } catch (const json::exception& e) {
-    fail(path, "header is not valid JSON: ", e.what());
+    return empty(to_shape(info.shape), DType::f32);
+  } catch (const Error& e) {
+    refuse(e.what());
   }
-}
-
-// Validates one tensor entry of the header.
-TensorInfo parse_entry(const std::string& path, const std::string& key, const json& v,
-                       uint64_t data_size) {
-  auto where = [&] { return detail::str("tensor '", key, "': "); };
-  if (!v.is_object()) fail(path, where(), "entry is a JSON ", v.type_name(), ", not an object");
-  TensorInfo info;
-
-  auto dt = v.find("dtype");
-  if (dt == v.end()) fail(path, where(), "entry has no 'dtype'");
-  if (!dt->is_string())
-    fail(path, where(), "'dtype' is a JSON ", dt->type_name(), ", not a string");
-  info.dtype = dt->get<std::string>();
-  const DTypeSpec* spec = find_dtype(info.dtype);
-  if (!spec) fail(path, where(), "unknown dtype '", info.dtype, "'");
-
-  auto sh = v.find("shape");
-  if (sh == v.end()) fail(path, where(), "entry has no 'shape'");
-  if (!sh->is_array()) fail(path, where(), "'shape' is a JSON ", sh->type_name(), ", not an array");
-  // The product of max(size, 1) must fit, so numel, strides and byte counts never overflow.
-  int64_t bound = static_cast<int64_t>(spec->itemsize);
-  int64_t numel = 1;
-  for (const json& d : *sh) {
-    int64_t n;
-    if (!json_int(d, &n) || n < 0)
-      fail(path, where(), "shape ", sh->dump(), " has ", d.dump(), ", not a non-negative integer");
-    if (__builtin_mul_overflow(bound, std::max<int64_t>(n, 1), &bound))
-      fail(path, where(), "shape ", sh->dump(), " has more elements than fit in 64 bits");
-    numel *= n;
-    info.shape.push_back(n);
-  }
-
-  auto off = v.find("data_offsets");
-  if (off == v.end()) fail(path, where(), "entry has no 'data_offsets'");
-  int64_t b = 0, e = 0;
-  if (!off->is_array() || off->size() != 2 || !json_int((*off)[0], &b) ||
-      !json_int((*off)[1], &e) || b < 0 || e < 0)
-    fail(path, where(), "data_offsets ", off->dump(),
-         " is not [begin, end] with non-negative integers");
-  if (b > e) fail(path, where(), "data_offsets [", b, ", ", e, "] ends before it begins");
-  info.begin = static_cast<uint64_t>(b);
-  info.end = static_cast<uint64_t>(e);
-  if (info.end > data_size)
-    fail(path, where(), "data_offsets [", b, ", ", e, "] run past the data section (", data_size,
-         " bytes)");
-  uint64_t need = static_cast<uint64_t>(numel) * spec->itemsize;
-  if (info.end - info.begin != need)
-    fail(path, where(), "data_offsets [", b, ", ", e, "] hold ", e - b, " bytes but ",
-         shape_str(info.dtype, info.shape), " needs ", need);
-  return info;
+  return Tensor();  // not reached: refuse throws
 }
 
 }  // namespace
@@ -201,20 +134,16 @@ struct SafetensorsFile::Mapping {
 };
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, "cannot open: ", std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
-  }
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t size = 0;
+  int fd = open_regular_file(path, &size);
   if (size < 8) {
     ::close(fd);
     fail(path, "file is ", size, " bytes, too short for the 8-byte header length");
   }
-  // Copy-on-write: in-place ops on loaded tensors work, and never write to the file.
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  // Copy-on-write, so in-place ops on loaded tensors work and never write to the file; with no
+  // reservation, so the kernel does not charge the whole file against memory up front (a file
+  // larger than memory and swap still maps: only pages that are written cost memory).
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
   int map_errno = errno;
   ::close(fd);
   if (base == MAP_FAILED) fail(path, "cannot map ", size, " bytes: ", std::strerror(map_errno));
@@ -232,47 +161,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     fail(path, "header length ", header_len, " runs past the end of the file (", size, " bytes)");
   const char* header = bytes + 8;
   data_ = header + header_len;
-  uint64_t data_size = size - 8 - header_len;
-
-  json j = parse_header(path, header, data_);
-  if (!j.is_object()) fail(path, "header is a JSON ", j.type_name(), ", not an object");
-
-  for (const auto& [key, v] : j.items()) {
-    if (key == "__metadata__") {
-      if (!v.is_object()) fail(path, "__metadata__ is a JSON ", v.type_name(), ", not an object");
-      for (const auto& [mk, mv] : v.items()) {
-        if (!mv.is_string())
-          fail(path, "__metadata__ '", mk, "' is a JSON ", mv.type_name(), ", not a string");
-        metadata_[mk] = mv.get<std::string>();
-      }
-      continue;
-    }
-    infos_[key] = parse_entry(path, key, v, data_size);
-  }
-
-  // The tensors must tile the data section exactly: no overlaps, no holes (as the format
-  // requires, so a file cannot hide other content between tensors).
-  std::vector<const std::pair<const std::string, TensorInfo>*> order;
-  for (const auto& kv : infos_) order.push_back(&kv);
-  std::sort(order.begin(), order.end(), [](auto* a, auto* b) {
-    return std::tie(a->second.begin, a->second.end, a->first) <
-           std::tie(b->second.begin, b->second.end, b->first);
-  });
-  uint64_t cursor = 0;
-  const std::string* prev = nullptr;
-  for (const auto* kv : order) {
-    const TensorInfo& info = kv->second;
-    if (info.begin < cursor)
-      fail(path, "tensor '", kv->first, "': data_offsets [", info.begin, ", ", info.end,
-           "] overlap tensor '", *prev, "' (which ends at ", cursor, ")");
-    if (info.begin > cursor)
-      fail(path, "tensor '", kv->first, "': data_offsets [", info.begin, ", ", info.end,
-           "] leave bytes [", cursor, ", ", info.begin, ") of the data section unused");
-    cursor = info.end;
-    prev = &kv->first;
-  }
-  if (cursor != data_size)
-    fail(path, "the data section has ", data_size, " bytes but the tensors cover ", cursor);
+  detail::SafetensorsHeader parsed =
+      detail::parse_safetensors_header(path, {header, header_len}, size - 8 - header_len);
+  infos_ = std::move(parsed.tensors);
+  metadata_ = std::move(parsed.metadata);
 }
 
 SafetensorsFile::~SafetensorsFile() = default;
@@ -285,7 +177,7 @@ std::vector<std::string> SafetensorsFile::keys() const {
 
 const TensorInfo& SafetensorsFile::info(const std::string& key) const {
   auto it = infos_.find(key);
-  if (it == infos_.end()) fail(path_, "no tensor named '", key, "'");
+  if (it == infos_.end()) fail(path_, "no tensor named '", detail::printable(key), "'");
   return it->second;
 }
 
@@ -296,7 +188,7 @@ Tensor SafetensorsFile::get(const std::string& key) const {
   Shape sizes = to_shape(info.shape);
 
   if (info.dtype == "F16" || info.dtype == "BF16") {
-    Tensor t = empty(sizes, DType::f32);
+    Tensor t = allocate_widened(path_, key, info);
     float* dst = nbytes ? t.data<float>() : nullptr;
     size_t n = nbytes / 2;
     bool bf16 = info.dtype == "BF16";
@@ -309,13 +201,13 @@ Tensor SafetensorsFile::get(const std::string& key) const {
   }
   DType dt;
   if (!native_dtype(info.dtype, &dt))
-    fail(path_, "tensor '", key, "': unsupported dtype ", info.dtype,
+    fail(path_, "tensor '", detail::printable(key), "': unsupported dtype ", info.dtype,
          " (Lathe loads F32, F64, I64, I32, BOOL, and F16/BF16 as f32)");
   if (dt == DType::b8) {
     // Any byte but 0 and 1 is not a bool; reading it as one is undefined behaviour.
     for (size_t i = 0; i < nbytes; ++i)
       if (static_cast<unsigned char>(src[i]) > 1)
-        fail(path_, "tensor '", key, "': BOOL element ", i, " is byte ",
+        fail(path_, "tensor '", detail::printable(key), "': BOOL element ", i, " is byte ",
              static_cast<int>(static_cast<unsigned char>(src[i])), ", not 0 or 1");
   }
   if (nbytes == 0 || reinterpret_cast<uintptr_t>(src) % itemsize(dt) != 0)
