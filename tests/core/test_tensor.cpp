@@ -70,6 +70,21 @@ TEST(Tensor, PrintIsReadable) {
   EXPECT_NE(s.find("[[0, 1],"), std::string::npos) << s;
 }
 
+TEST(Tensor, PrintShowsEdgesOfLongDimsAndFollowsStrides) {
+  EXPECT_EQ(arange(0, 10, 1, DType::i64).to_string(), "Tensor(i64[10],\n [0, 1, 2, ..., 7, 8, 9])");
+  Tensor t = arange(0, 6, 1, DType::i64).view({2, 3}).t();  // not contiguous
+  EXPECT_EQ(t.to_string(), "Tensor(i64[3,2],\n [[0, 3],\n  [1, 4],\n  [2, 5]])");
+  EXPECT_EQ(empty({2, 0}, DType::f32).to_string(), "Tensor(f32[2,0],\n [[],\n  []])");
+}
+
+TEST(Tensor, PrintOfAVeryHighRankDoesNotRecurse) {
+  // Printing used to recurse once per dim: a rank-100,000 tensor overflowed the stack.
+  const size_t rank = 100'000;
+  Tensor t = from_vector(std::vector<float>{2.5f}, to_shape(std::vector<int64_t>(rank, 1)));
+  EXPECT_EQ(t.to_string(), "Tensor(" + t.shape_string() + ",\n " + std::string(rank, '[') + "2.5" +
+                               std::string(rank, ']') + ")");
+}
+
 TEST(Tensor, BroadcastAndPromotion) {
   Tensor a = arange(0, 3, 1, DType::i64).view({3, 1});
   Tensor b = full({2}, 0.5, DType::f32);

@@ -1,14 +1,20 @@
-// Fuzz: hundreds of corrupted variants of valid files (fixed seed). Every load must either
-// succeed with tensors that lie inside the file and hold its bytes, or throw lathe::Error —
-// never crash, read out of bounds or throw anything else. Run it under -DLATHE_ASAN=ON too
-// (docs/safetensors.md). Test names contain "Fuzz" so CI can select them.
+// Fuzz: hundreds of corrupted variants of valid files (fixed seed). Every load must either be
+// rejected with a lathe::Error or open with exactly the contents a strict reading of the file
+// gives (model_read below: names, dtypes, shapes, bytes and metadata); variants that only
+// corrupt a file (truncations, inserted junk, header-length edits, NUL and non-UTF-8 bytes) must
+// be rejected or read exactly as the original. Never a crash, an out-of-bounds read or another
+// exception. Run it under -DLATHE_ASAN=ON too (docs/safetensors.md). Test names contain "Fuzz"
+// so CI can select them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "lathe/io/safetensors.h"
+#include "lathe/io/untrusted_text.h"
 #include "tests/io/io_test_util.h"
 
 // In a -DLATHE_ASAN=ON build, make UBSan findings fatal so they fail the test instead of only
@@ -40,6 +46,99 @@ uint64_t header_len_of(const std::string& bytes) {
   return n;
 }
 
+// What a file holds: every tensor's dtype, shape and bytes, and the metadata.
+struct Contents {
+  struct Entry {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    std::string bytes;
+    bool operator==(const Entry&) const = default;
+  };
+  std::map<std::string, Entry> tensors;
+  std::map<std::string, std::string> metadata;
+  bool operator==(const Contents&) const = default;
+};
+
+size_t model_itemsize(const std::string& dtype) {
+  static const std::map<std::string, size_t> sizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
+      {"F32", 4},  {"I64", 8}, {"U64", 8}, {"F64", 8},     {"C64", 8}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+// One header entry read strictly by the format's rules into c; false when it breaks one.
+bool model_entry(const json& v, const std::string& data, Contents::Entry* e,
+                 std::pair<uint64_t, uint64_t>* span) {
+  if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string()) return false;
+  e->dtype = v["dtype"].get<std::string>();
+  const size_t item = model_itemsize(e->dtype);
+  const json& shape = v.contains("shape") ? v["shape"] : json();
+  const json& off = v.contains("data_offsets") ? v["data_offsets"] : json();
+  if (item == 0 || !shape.is_array() || shape.size() > 64 || !off.is_array() || off.size() != 2)
+    return false;
+  unsigned __int128 bound = item, numel = 1;
+  for (const json& d : shape) {
+    if (!d.is_number_unsigned()) return false;  // "-0" parses as a signed number
+    uint64_t n = d.get<uint64_t>();
+    bound *= std::max<uint64_t>(n, 1);
+    if (n > uint64_t{1} << 62 || bound > uint64_t{1} << 62) return false;
+    numel *= n;
+    e->shape.push_back(static_cast<int64_t>(n));
+  }
+  if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return false;
+  *span = {off[0].get<uint64_t>(), off[1].get<uint64_t>()};
+  if (span->first > span->second || span->second > data.size() ||
+      span->second - span->first != numel * item)
+    return false;
+  e->bytes = data.substr(span->first, span->second - span->first);
+  return true;
+}
+
+// The contents of a file read strictly by the format's rules, independently of the loader (a
+// plain DOM parse): a UTF-8 JSON header with nothing else in it (no NUL, no BOM), entries as
+// the format defines them, tensors tiling the data section. nullopt when the file breaks a rule.
+// The loader may refuse more (duplicate keys, which a DOM cannot see), never less.
+std::optional<Contents> model_read(const std::string& bytes) {
+  if (bytes.size() < 8) return std::nullopt;
+  const uint64_t n = header_len_of(bytes);
+  if (n > 100'000'000 || n > bytes.size() - 8) return std::nullopt;
+  const std::string header = bytes.substr(8, n), data = bytes.substr(8 + n);
+  if (header.find('\0') != std::string::npos || header.rfind("\xEF\xBB\xBF", 0) == 0)
+    return std::nullopt;
+  json h = json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (h.is_discarded() || !h.is_object()) return std::nullopt;
+  Contents c;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const auto& [key, v] : h.items()) {
+    if (key == "__metadata__") {
+      if (v.is_null()) continue;
+      if (!v.is_object()) return std::nullopt;
+      for (const auto& [mk, mv] : v.items()) {
+        if (!mv.is_string()) return std::nullopt;
+        c.metadata[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    spans.emplace_back();
+    if (!model_entry(v, data, &c.tensors[key], &spans.back())) return std::nullopt;
+  }
+  std::sort(spans.begin(), spans.end());
+  uint64_t cursor = 0;
+  for (const auto& [b, e] : spans) {
+    if (b != cursor) return std::nullopt;
+    cursor = e;
+  }
+  if (cursor != data.size()) return std::nullopt;
+  return c;
+}
+
+// A short printable description of a variant for failure messages.
+std::string describe(const std::string& bytes) {
+  return lathe::detail::printable(bytes.substr(0, std::min<size_t>(bytes.size(), 400)), 400);
+}
+
 class SafetensorsFuzz : public testing::ScratchDirTest {
  protected:
   void SetUp() override {
@@ -65,13 +164,29 @@ class SafetensorsFuzz : public testing::ScratchDirTest {
     std::mt19937 rng(9);
     for (int i = 0; i < 22; ++i) data.push_back(static_cast<char>(rng() & 0x3f));
     bases_.push_back(make_file(header, data));
+    for (const std::string& b : bases_) {
+      std::optional<Contents> c = model_read(b);
+      ASSERT_TRUE(c.has_value()) << describe(b);
+      originals_.push_back(*c);
+    }
   }
 
-  // Loads one variant and checks the contract; counts the outcome.
-  void check_variant(const std::string& bytes, Outcome& out) {
+  // Loads one variant and checks the contract; counts the outcome. With `original`, the
+  // variant only corrupts that file: it must be rejected or read exactly as the original.
+  void check_variant(const std::string& bytes, Outcome& out, const Contents* original = nullptr) {
     std::string p = path("fuzz.safetensors");
     write_bytes(p, bytes);
-    Result r = check_file(p, bytes);
+    std::optional<Contents> opened;
+    Result r = check_file(p, bytes, &opened);
+    if (opened) {
+      std::optional<Contents> want =
+          original ? std::optional<Contents>(*original) : model_read(bytes);
+      if (!want)
+        ADD_FAILURE() << "the loader opened a file that breaks the format: " << describe(bytes);
+      else
+        EXPECT_TRUE(*opened == *want)
+            << "the loader read other contents than the file holds: " << describe(bytes);
+    }
     bool ok_all = true;
     try {
       auto all = load_safetensors(p);
@@ -86,8 +201,10 @@ class SafetensorsFuzz : public testing::ScratchDirTest {
     (r == Result::loaded ? out.loaded : r == Result::partly ? out.partly : out.rejected)++;
   }
 
-  // SafetensorsFile + get() on every key, checking each tensor against the file's bytes.
-  Result check_file(const std::string& p, const std::string& bytes) {
+  // SafetensorsFile + get() on every key, checking each tensor against the file's bytes; the
+  // contents the loader read go to *opened.
+  Result check_file(const std::string& p, const std::string& bytes,
+                    std::optional<Contents>* opened) {
     std::unique_ptr<SafetensorsFile> file;
     try {
       file = std::make_unique<SafetensorsFile>(p);
@@ -98,8 +215,15 @@ class SafetensorsFuzz : public testing::ScratchDirTest {
       return Result::rejected;
     }
     const SafetensorsFile& f = *file;
+    const std::string data = bytes.substr(8 + header_len_of(bytes));
+    Contents c;
+    c.metadata = f.metadata();
     bool all = true;
     for (const std::string& key : f.keys()) {
+      const TensorInfo& info = f.info(key);
+      c.tensors[key] = {info.dtype, info.shape,
+                        info.end <= data.size() ? data.substr(info.begin, info.end - info.begin)
+                                                : std::string("<past the end>")};
       try {
         check_tensor(f, key, bytes);
       } catch (const Error&) {
@@ -109,6 +233,7 @@ class SafetensorsFuzz : public testing::ScratchDirTest {
         all = false;
       }
     }
+    *opened = std::move(c);
     return all ? Result::loaded : Result::partly;
   }
 
@@ -151,6 +276,7 @@ class SafetensorsFuzz : public testing::ScratchDirTest {
   }
 
   std::vector<std::string> bases_;
+  std::vector<Contents> originals_;  // model_read(bases_[i])
   std::mt19937_64 rng_{20240601};
   size_t pick(size_t n) { return static_cast<size_t>(rng_() % n); }
 };
@@ -198,12 +324,13 @@ TEST_F(SafetensorsFuzz, TruncationsAndExtensions) {
   Outcome o;
   int variants = 0;
   for (const std::string& base : bases_) {
+    const Contents& original = originals_[&base - bases_.data()];
     for (size_t len = 0; len <= base.size(); len += 1 + pick(5), ++variants)
-      check_variant(base.substr(0, len), o);
+      check_variant(base.substr(0, len), o, &original);
     for (int k = 0; k < 10; ++k, ++variants) {
       std::string b = base;
       b.insert(pick(b.size() + 1), std::string(1 + pick(16), static_cast<char>(rng_())));
-      check_variant(b, o);
+      check_variant(b, o, &original);
     }
   }
   report(o, variants);
@@ -232,7 +359,7 @@ TEST_F(SafetensorsFuzz, HeaderLengthEdits) {
                                 n ^ (uint64_t{1} << pick(64))};
     uint64_t len = choices[pick(std::size(choices))];
     b.replace(0, 8, length_prefix(len));
-    check_variant(b, o);
+    check_variant(b, o, &originals_[i % bases_.size()]);
   }
   report(o, kVariants);
   EXPECT_GT(o.rejected, kVariants / 2);
@@ -375,6 +502,40 @@ TEST_F(SafetensorsFuzz, NumberEditsInHeaderText) {
   }
   report(o, kVariants);
   EXPECT_GT(o.rejected, 0);
+}
+
+TEST_F(SafetensorsFuzz, NulAndNonUtf8BytesInHeader) {
+  // The JSON lexer stops at a NUL: whatever follows one (junk, a second JSON naming other
+  // tensors) must not go unread. A byte order mark or any non-UTF-8 byte is refused too.
+  Outcome o;
+  const int kVariants = 150;
+  for (int i = 0; i < kVariants; ++i) {
+    const std::string& base = bases_[i % bases_.size()];
+    uint64_t n = header_len_of(base);
+    std::string header = base.substr(8, n), data = base.substr(8 + n);
+    switch (pick(4)) {
+      case 0: {  // a NUL and random junk anywhere, or right after the JSON
+        std::string junk(1, '\0');
+        for (size_t k = pick(32); k > 0; --k) junk.push_back(static_cast<char>(rng_()));
+        header.insert((rng_() & 1) ? header.rfind('}') + 1 : pick(header.size() + 1), junk);
+        break;
+      }
+      case 1:  // a NUL and a second header naming another tensor
+        header.insert(
+            header.rfind('}') + 1,
+            std::string(1, '\0') + R"({"other":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})");
+        break;
+      case 2:  // one byte replaced by a byte that cannot stand alone in UTF-8
+        header[pick(header.size())] = static_cast<char>(0x80 + pick(128));
+        break;
+      default:
+        header.insert(0, "\xEF\xBB\xBF");
+        break;
+    }
+    check_variant(make_file(header, data), o, &originals_[i % bases_.size()]);
+  }
+  report(o, kVariants);
+  EXPECT_EQ(o.rejected, kVariants);
 }
 
 }  // namespace
