@@ -73,7 +73,7 @@ const char* file_type_name(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
+  return "of an unknown kind";
 }
 
 // Opens path read-only and returns its descriptor and size, refusing anything but a regular
