@@ -162,10 +162,15 @@ SymInt slice_bound(const Attrs& a, const char* name) {
   return a.get_int(name);
 }
 
-// Storage offsets are concrete: a symbolic one is specialized.
-int64_t concrete_offset(SymInt off, const char* op) {
-  return off.is_symbolic() ? off.guard_int(op) : *off.maybe_int();
-}
+// Storage offsets are concrete. A symbolic one (a view counted from the end of a symbolic dim,
+// such as select(0, -1)) takes its trace-time value without a guard: offsets are not part of a
+// traced value's type, and the executable recomputes every view's offset from the real tensors,
+// so specializing the size here would only pin it for nothing.
+int64_t concrete_offset(SymInt off) { return off.is_symbolic() ? off.hint() : *off.maybe_int(); }
+
+// A slice bound at or beyond this is "to the end" (INT64_MAX is the usual spelling); comparing it
+// with a symbolic size would overflow the relation's arithmetic.
+constexpr int64_t kSliceToEnd = int64_t{1} << 62;
 
 std::vector<TensorMeta> slice_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
@@ -176,6 +181,8 @@ std::vector<TensorMeta> slice_rule(TensorList in, const Attrs& a) {
   int64_t step = a.get_int("step");
   LATHE_CHECK(step > 0, "[slice] step must be positive, got ", step);
   // Python clamping (decided with guards when symbolic).
+  if (end.maybe_int() && *end.maybe_int() >= kSliceToEnd) end = n;
+  if (start.maybe_int() && *start.maybe_int() >= kSliceToEnd) start = n;
   if (start < 0) start = start + n;
   if (end < 0) end = end + n;
   if (start < 0) start = 0;
@@ -185,7 +192,7 @@ std::vector<TensorMeta> slice_rule(TensorList in, const Attrs& a) {
   Shape sz = x.sizes(), st = x.strides();
   sz[d] = floor_div(end - start + step - 1, step);
   st[d] = x.strides()[d] * step;
-  int64_t off = concrete_offset(x.storage_offset() + start * x.stride(d), "[slice] storage offset");
+  int64_t off = concrete_offset(x.storage_offset() + start * x.stride(d));
   return {view_meta(x, sz, st, off)};
 }
 
@@ -199,7 +206,7 @@ std::vector<TensorMeta> select_rule(TensorList in, const Attrs& a) {
               " is out of range for dim ", d, " of size ", n, " in ", x.shape_string());
   SymInt i = idx < 0 ? SymInt(idx) + n : SymInt(idx);
   Shape sz = x.sizes(), st = x.strides();
-  int64_t off = concrete_offset(x.storage_offset() + i * st[d], "[select] storage offset");
+  int64_t off = concrete_offset(x.storage_offset() + i * st[d]);
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
   return {view_meta(x, sz, st, off)};

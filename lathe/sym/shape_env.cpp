@@ -164,6 +164,17 @@ bool ShapeEnv::known_divisible(const Expr* e, int64_t k) const {
 
 ValueRange ShapeEnv::range_of(const Expr* symbol) const { return symbol_range(symbol); }
 
+std::string ShapeEnv::specialization_reason(const Expr* symbol) {
+  if (!simplify(symbol)->is_int()) return "";
+  const Expr* s = symbol;
+  std::string reason;
+  while (s->is_symbol() && info(s).replaced_by != nullptr) {
+    reason = info(s).replacement_reason;
+    s = info(s).replaced_by;
+  }
+  return reason;
+}
+
 const Expr* ShapeEnv::simplify(const Expr* e) {
   auto it = simplified_.find(e);
   if (it != simplified_.end()) return it->second;
@@ -322,6 +333,7 @@ void ShapeEnv::record_guard(const Expr* cond, std::string_view reason, const std
 void ShapeEnv::add_replacement(const Expr* symbol, const Expr* target, std::string_view reason) {
   SymbolInfo& s = info(symbol);
   s.replacement = target;
+  s.replaced_by = target;
   s.replacement_reason = std::string(reason);
   if (target->is_symbol()) {
     SymbolInfo& t = info(target);

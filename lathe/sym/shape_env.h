@@ -91,6 +91,9 @@ class ShapeEnv final : private SimplifyContext {
   int64_t hint_of(const Expr* e) const;
   // The current range of a symbol.
   ValueRange range_of(const Expr* symbol) const;
+  // When guards made `symbol` a constant: the reason of the guard that fixed it (following
+  // equalities with other symbols to the one that was pinned). "" while it is still symbolic.
+  std::string specialization_reason(const Expr* symbol);
 
   const std::vector<Guard>& guards() const { return guards_; }
   // Guards as text, one per line: "s0 > 4  # reason".
@@ -113,6 +116,7 @@ class ShapeEnv final : private SimplifyContext {
     int first_source = -1;
     int guard_count = 0;
     const Expr* replacement = nullptr;
+    const Expr* replaced_by = nullptr;  // the replacement as first learned (no path compression)
     std::string replacement_reason;
   };
   struct SourceEntry {

@@ -108,7 +108,10 @@ Tensor Tracer::add_argument(const Tensor& real, int arg, const std::vector<DimCh
       int64_t id = sizes[d].expr()->value();
       bool bound = std::any_of(bindings_.begin(), bindings_.end(),
                                [&](const SymbolBinding& b) { return b.symbol == id; });
-      if (!bound) bindings_.push_back({id, arg, static_cast<int32_t>(d)});
+      if (!bound) {
+        bindings_.push_back({id, arg, static_cast<int32_t>(d)});
+        binding_symbols_.push_back(sizes[d].expr());
+      }
     }
   }
   Shape strides;

@@ -71,6 +71,8 @@ class Tracer {
   // For each graph input in order: the argument index, or -1 - capture slot.
   const std::vector<int>& input_origin() const { return input_origin_; }
   const std::vector<SymbolBinding>& bindings() const { return bindings_; }
+  // The symbol of each binding, in the same order.
+  const std::vector<const sym::Expr*>& binding_symbols() const { return binding_symbols_; }
   const std::vector<sym::Source>& sources() const { return sources_; }
 
   std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
@@ -90,6 +92,7 @@ class Tracer {
   std::vector<Tensor> captured_;
   std::vector<int> input_origin_;
   std::vector<SymbolBinding> bindings_;
+  std::vector<const sym::Expr*> binding_symbols_;
   std::vector<sym::Source> sources_;
 };
 
