@@ -153,7 +153,7 @@ TEST(DynamicShapesRegress, PermutedFourDInputUnderExplicitDynamic) {
   };
   auto f = compile(fn, with_policy(DynamicPolicy::kDynamic));
   for (int64_t b : {2, 3, 5}) {
-    Tensor x = randn_seeded({b, 3, 4, 5}, b).permute({0, 2, 3, 1});  // not channels-last
+    Tensor x = randn_seeded({3, 4, 5, b}, b).permute({3, 0, 1, 2});  // dim 0 innermost
     expect_matches_eager(f, fn, {x}, 1e-6);
   }
   EXPECT_EQ(f.stats().compiles, 1);
@@ -181,14 +181,20 @@ TEST(DynamicShapesRegress, ChunkAndSplitWithARemainderStaySymbolic) {
     return out;
   };
   auto f = compile(fn, with_policy(DynamicPolicy::kDynamic));
-  // 10, 11 and 12 all give three chunks and three split pieces.
-  for (int64_t n : {10, 11, 12}) expect_matches_eager(f, fn, {randn_seeded({n, 2}, n)});
+  // 10 and 11 both give three unequal chunks (4,4,2 and 4,4,3) and three split pieces.
+  for (int64_t n : {10, 11, 10}) expect_matches_eager(f, fn, {randn_seeded({n, 2}, n)});
   EXPECT_EQ(f.stats().compiles, 1);
-  // 20 gives five split pieces: a new entry, whose guards say why.
-  expect_matches_eager(f, fn, {randn_seeded({20, 2}, 20)});
+  EXPECT_TRUE(contains(f.guards_string(0), "[split] the number of pieces")) << f.guards_string(0);
+  EXPECT_TRUE(contains(f.guards_string(0), "[chunk] the number of pieces")) << f.guards_string(0);
+  // 12 divides into equal chunks: another entry (equal pieces share one expression).
+  expect_matches_eager(f, fn, {randn_seeded({12, 2}, 12)});
   EXPECT_EQ(f.stats().compiles, 2);
-  EXPECT_TRUE(contains(f.guards_string(0), "[split] the number of pieces"))
-      << f.guards_string(0);
+  EXPECT_TRUE(contains(f.guards_string(0), "[chunk] the size divides")) << f.guards_string(0);
+  // 20 gives five split pieces: a new entry.
+  expect_matches_eager(f, fn, {randn_seeded({20, 2}, 20)});
+  EXPECT_EQ(f.stats().compiles, 3);
+  for (int64_t n : {10, 12, 20, 19, 11}) expect_matches_eager(f, fn, {randn_seeded({n, 2}, n)});
+  EXPECT_EQ(f.stats().compiles, 3);
 }
 
 TEST(DynamicShapesRegress, SplitThatPinsASizeSaysWhy) {
@@ -203,7 +209,7 @@ TEST(DynamicShapesRegress, SplitThatPinsASizeSaysWhy) {
   std::string log = testing::internal::GetCapturedStderr();
   set_compile_logs("");
   EXPECT_TRUE(contains(log, "arg0.size(1)")) << log;
-  EXPECT_TRUE(contains(log, "specialized to 5")) << log;
+  EXPECT_TRUE(contains(log, "specialized it to 5")) << log;
   EXPECT_TRUE(contains(log, "[split]")) << log;
   // The batch dim is still symbolic.
   expect_matches_eager(f, fn, {randn_seeded({7, 5}, 2)}, 1e-6);
