@@ -33,7 +33,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     // A symbolic head size (traced): 1/sqrt(E) is computed by the graph from the size, so one
     // trace serves every head size. An f64 one expanded to [E] and summed is exactly E.
     Tensor e = sum(full({}, 1.0, DType::f64).expand({q.size(-1)}));
-    scores = mul(scores, rsqrt(e));
+    scores = mul(scores, rsqrt(e).to(scores.dtype()));
   }
   if (is_causal) {
     int64_t L = q.size(-2).expect_int(), S = k.size(-2).expect_int();
