@@ -28,7 +28,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   Tensor scores = matmul(q, k.transpose(-2, -1));
   if (scale || !q.size(-1).is_symbolic()) {
-    scores = mul(scores, scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1).expect_int())));
+    scores =
+        mul(scores, scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1).expect_int())));
   } else {
     // A symbolic head size (traced): 1/sqrt(E) is computed by the graph from the size, so one
     // trace serves every head size. An f64 one expanded to [E] and summed is exactly E.

@@ -91,8 +91,8 @@ std::vector<TensorMeta> batch_norm_rule(TensorList in, const Attrs& a) {
     if (!in[i].defined()) continue;
     LATHE_CHECK(in[i].dim() == 1 &&
                     (in[i].sizes()[0] == c).guard("[batch_norm] channels match the statistics"),
-                "[batch_norm] ", names[i], " ",
-                in[i].shape_string(), " must have shape [", c, "] for input ", x.shape_string());
+                "[batch_norm] ", names[i], " ", in[i].shape_string(), " must have shape [", c,
+                "] for input ", x.shape_string());
   }
   bool training = a.get_bool("training");
   LATHE_CHECK(training || (in[1].defined() && in[2].defined()),
@@ -102,8 +102,9 @@ std::vector<TensorMeta> batch_norm_rule(TensorList in, const Attrs& a) {
     SymInt per_channel = 1;
     for (int64_t d = 0; d < x.dim(); ++d)
       if (d != 1) per_channel = per_channel * x.sizes()[d];
-    LATHE_CHECK((per_channel > 1).guard("[batch_norm] training needs more than one value per "
-                                        "channel"),
+    LATHE_CHECK((per_channel > 1)
+                    .guard("[batch_norm] training needs more than one value per "
+                           "channel"),
                 "[batch_norm] training needs more than one value per channel, got input ",
                 x.shape_string());
   }

@@ -449,10 +449,11 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     total += s;
   }
   // Explicit sizes fix a symbolic dim to their sum.
-  LATHE_CHECK((x.size(d) == total)
-                  .guard(detail::str("[split] the split sizes ", sizes, " fix the size of dim ", d)),
-              "[split] sizes ", sizes, " sum to ", total, " but dim ", d, " of ", x.shape_string(),
-              " has ", x.size(d));
+  LATHE_CHECK(
+      (x.size(d) == total)
+          .guard(detail::str("[split] the split sizes ", sizes, " fix the size of dim ", d)),
+      "[split] sizes ", sizes, " sum to ", total, " but dim ", d, " of ", x.shape_string(), " has ",
+      x.size(d));
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {

@@ -159,7 +159,7 @@ class ShapeEnv final : private SimplifyContext {
   std::unordered_map<uint64_t, ValueRange> constraints_;
   std::unordered_map<int64_t, const Expr*> duck_;  // hint -> symbol
   std::vector<Guard> guards_;
-  std::unordered_set<const Expr*> guarded_;  // the recorded conditions, as recorded
+  std::unordered_set<const Expr*> guarded_;                 // the recorded conditions, as recorded
   std::vector<std::pair<const Expr*, int64_t>> divisible_;  // e % k == 0
   std::unordered_map<const Expr*, const Expr*> simplified_;
   bool base_mode_ = false;  // ranges at creation, no facts: "provable from the ranges alone"

@@ -398,9 +398,8 @@ void CompileCache::log_specialized_dims(const Tracer& tracer, sym::ShapeEnv& env
     if (why.empty()) continue;
     log_message(LogTopic::kRecompiles,
                 str("'", options_.name, "': arg", b.arg, ".size(", b.dim,
-                    ") was traced as dynamic but the code specialized it to ",
-                    env.hint_of(symbol), " (", why,
-                    "); each new value of it will recompile (mark_static(t, ", b.dim,
+                    ") was traced as dynamic but the code specialized it to ", env.hint_of(symbol),
+                    " (", why, "); each new value of it will recompile (mark_static(t, ", b.dim,
                     ") or DynamicPolicy::kStatic says so up front)"));
   }
 }

@@ -118,8 +118,7 @@ TEST(DynamicShapesRegress, TrainBatchNormUnderExplicitDynamic) {
     EXPECT_TRUE(same_values(got[0], want, 1e-6));
   }
   EXPECT_EQ(f.stats().compiles, 1);
-  EXPECT_TRUE(
-      same_values(bn->buffer("running_mean"), ref->buffer("running_mean"), 1e-6));
+  EXPECT_TRUE(same_values(bn->buffer("running_mean"), ref->buffer("running_mean"), 1e-6));
   EXPECT_TRUE(same_values(bn->buffer("running_var"), ref->buffer("running_var"), 1e-6));
   EXPECT_TRUE(same_values(bn->buffer("num_batches_tracked"), ref->buffer("num_batches_tracked")));
 }
