@@ -75,6 +75,7 @@ class Node {
   // Inputs in the OpDef's order; nullptr stands for an undefined optional tensor.
   const std::vector<Value*>& inputs() const { return inputs_; }
   const Attrs& attrs() const { return attrs_; }
+  Attrs& mutable_attrs() { return attrs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   Value* output(size_t i = 0) const { return outputs_.at(i); }
   // True when the op writes into one of its inputs (kept by DCE, never merged by CSE).

@@ -26,8 +26,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     LATHE_CHECK(b.size() >= scores_shape.size(), "[scaled_dot_product_attention] mask ",
                 mask.shape_string(), " has more dims than the scores ", scores_shape);
   }
-  double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1).expect_int()));
-  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), s);
+  Tensor scores = matmul(q, k.transpose(-2, -1));
+  if (scale || !q.size(-1).is_symbolic()) {
+    scores =
+        mul(scores, scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1).expect_int())));
+  } else {
+    // A symbolic head size (traced): 1/sqrt(E) is computed by the graph from the size, so one
+    // trace serves every head size. An f64 one expanded to [E] and summed is exactly E.
+    Tensor e = sum(full({}, 1.0, DType::f64).expand({q.size(-1)}));
+    scores = mul(scores, rsqrt(e).to(scores.dtype()));
+  }
   if (is_causal) {
     int64_t L = q.size(-2).expect_int(), S = k.size(-2).expect_int();
     Tensor i = arange(L).view({L, 1});

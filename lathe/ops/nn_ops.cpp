@@ -89,15 +89,22 @@ std::vector<TensorMeta> batch_norm_rule(TensorList in, const Attrs& a) {
   const char* names[5] = {"input", "running_mean", "running_var", "weight", "bias"};
   for (int i = 1; i < 5; ++i) {
     if (!in[i].defined()) continue;
-    LATHE_CHECK(in[i].dim() == 1 && in[i].sizes()[0] == c, "[batch_norm] ", names[i], " ",
-                in[i].shape_string(), " must have shape [", c, "] for input ", x.shape_string());
+    LATHE_CHECK(in[i].dim() == 1 &&
+                    (in[i].sizes()[0] == c).guard("[batch_norm] channels match the statistics"),
+                "[batch_norm] ", names[i], " ", in[i].shape_string(), " must have shape [", c,
+                "] for input ", x.shape_string());
   }
   bool training = a.get_bool("training");
   LATHE_CHECK(training || (in[1].defined() && in[2].defined()),
               "[batch_norm] inference needs running_mean and running_var");
   if (training) {
-    int64_t per_channel = x.numel() / std::max<int64_t>(c.expect_int(), 1);
-    LATHE_CHECK(per_channel > 1,
+    // Values per channel: every dim but the channels (symbolic when the sizes are).
+    SymInt per_channel = 1;
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (d != 1) per_channel = per_channel * x.sizes()[d];
+    LATHE_CHECK((per_channel > 1)
+                    .guard("[batch_norm] training needs more than one value per "
+                           "channel"),
                 "[batch_norm] training needs more than one value per channel, got input ",
                 x.shape_string());
   }

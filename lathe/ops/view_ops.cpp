@@ -162,10 +162,15 @@ SymInt slice_bound(const Attrs& a, const char* name) {
   return a.get_int(name);
 }
 
-// Storage offsets are concrete: a symbolic one is specialized.
-int64_t concrete_offset(SymInt off, const char* op) {
-  return off.is_symbolic() ? off.guard_int(op) : *off.maybe_int();
-}
+// Storage offsets are concrete. A symbolic one (a view counted from the end of a symbolic dim,
+// such as select(0, -1)) takes its trace-time value without a guard: offsets are not part of a
+// traced value's type, and the executable recomputes every view's offset from the real tensors,
+// so specializing the size here would only pin it for nothing.
+int64_t concrete_offset(SymInt off) { return off.is_symbolic() ? off.hint() : *off.maybe_int(); }
+
+// A slice bound at or beyond this is "to the end" (INT64_MAX is the usual spelling); comparing it
+// with a symbolic size would overflow the relation's arithmetic.
+constexpr int64_t kSliceToEnd = int64_t{1} << 62;
 
 std::vector<TensorMeta> slice_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
@@ -176,6 +181,8 @@ std::vector<TensorMeta> slice_rule(TensorList in, const Attrs& a) {
   int64_t step = a.get_int("step");
   LATHE_CHECK(step > 0, "[slice] step must be positive, got ", step);
   // Python clamping (decided with guards when symbolic).
+  if (end.maybe_int() && *end.maybe_int() >= kSliceToEnd) end = n;
+  if (start.maybe_int() && *start.maybe_int() >= kSliceToEnd) start = n;
   if (start < 0) start = start + n;
   if (end < 0) end = end + n;
   if (start < 0) start = 0;
@@ -185,7 +192,7 @@ std::vector<TensorMeta> slice_rule(TensorList in, const Attrs& a) {
   Shape sz = x.sizes(), st = x.strides();
   sz[d] = floor_div(end - start + step - 1, step);
   st[d] = x.strides()[d] * step;
-  int64_t off = concrete_offset(x.storage_offset() + start * x.stride(d), "[slice] storage offset");
+  int64_t off = concrete_offset(x.storage_offset() + start * x.stride(d));
   return {view_meta(x, sz, st, off)};
 }
 
@@ -199,7 +206,7 @@ std::vector<TensorMeta> select_rule(TensorList in, const Attrs& a) {
               " is out of range for dim ", d, " of size ", n, " in ", x.shape_string());
   SymInt i = idx < 0 ? SymInt(idx) + n : SymInt(idx);
   Shape sz = x.sizes(), st = x.strides();
-  int64_t off = concrete_offset(x.storage_offset() + i * st[d], "[select] storage offset");
+  int64_t off = concrete_offset(x.storage_offset() + i * st[d]);
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
   return {view_meta(x, sz, st, off)};
@@ -409,6 +416,31 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offs
                    Attrs{{"size", sizes}, {"stride", strides}, {"offset", offset}});
 }
 
+namespace {
+// split and chunk of a symbolic dim: pieces of `piece` (a SymInt), the last one what is left.
+// The number of pieces must be concrete, so it is specialized with a guard on
+// CeilDiv(n, piece) == count: every size giving the same count shares the trace.
+std::vector<Tensor> split_symbolic(const Tensor& x, SymInt piece, int64_t d, const char* op) {
+  SymInt n = x.size(d);
+  const std::string why =
+      detail::str("[", op, "] the number of pieces of dim ", d, " depends on its size");
+  if (std::optional<int64_t> k = piece.maybe_int()) {
+    // The same count as two bounds on n: they narrow its range, which then proves every piece's
+    // bounds without further guards.
+    const int64_t count = (n.hint() + *k - 1) / *k;
+    LATHE_CHECK((n > (count - 1) * *k).guard(why) && (n <= count * *k).guard(why), "[", op,
+                "] internal: the traced size left its range");
+  }
+  const int64_t count = ceil_div(n, piece).guard_int(why);
+  std::vector<Tensor> out;
+  if (count <= 0) return {x.narrow(d, 0, 0)};
+  for (int64_t i = 0; i + 1 < count; ++i) out.push_back(x.narrow(d, piece * i, piece));
+  SymInt start = piece * (count - 1);
+  out.push_back(x.narrow(d, start, n - start));
+  return out;
+}
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   int64_t d = wrap(dim, x.dim(), "split");
   int64_t total = 0;
@@ -416,8 +448,12 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     LATHE_CHECK(s >= 0, "[split] negative split size in ", sizes);
     total += s;
   }
-  LATHE_CHECK(total == x.size(d).expect_int(), "[split] sizes ", sizes, " sum to ", total,
-              " but dim ", d, " of ", x.shape_string(), " has ", x.size(d));
+  // Explicit sizes fix a symbolic dim to their sum.
+  LATHE_CHECK(
+      (x.size(d) == total)
+          .guard(detail::str("[split] the split sizes ", sizes, " fix the size of dim ", d)),
+      "[split] sizes ", sizes, " sum to ", total, " but dim ", d, " of ", x.shape_string(), " has ",
+      x.size(d));
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -430,6 +466,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   int64_t d = wrap(dim, x.dim(), "split");
   LATHE_CHECK(split_size > 0, "[split] split_size must be positive, got ", split_size);
+  if (x.size(d).is_symbolic()) return split_symbolic(x, split_size, d, "split");
   int64_t n = x.size(d).expect_int();
   std::vector<int64_t> sizes;
   for (int64_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
@@ -440,6 +477,17 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   LATHE_CHECK(chunks > 0, "[chunk] chunks must be positive, got ", chunks);
   int64_t d = wrap(dim, x.dim(), "chunk");
+  if (SymInt n = x.size(d); n.is_symbolic()) {
+    // A size that divides gives `chunks` equal pieces of one expression (n / chunks), so the
+    // pieces broadcast against each other without further guards.
+    if ((mod(n, chunks) == 0).guard("[chunk] the size divides into equal chunks")) {
+      SymInt piece = floor_div(n, chunks);
+      std::vector<Tensor> out;
+      for (int64_t i = 0; i < chunks; ++i) out.push_back(x.narrow(d, piece * i, piece));
+      return out;
+    }
+    return split_symbolic(x, ceil_div(n, chunks), d, "chunk");
+  }
   int64_t n = x.size(d).expect_int();
   return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), d);
 }

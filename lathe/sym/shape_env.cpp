@@ -1,6 +1,7 @@
 #include "lathe/sym/shape_env.h"
 
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 
 #include "lathe/sym/int_math.h"
@@ -164,6 +165,17 @@ bool ShapeEnv::known_divisible(const Expr* e, int64_t k) const {
 
 ValueRange ShapeEnv::range_of(const Expr* symbol) const { return symbol_range(symbol); }
 
+std::string ShapeEnv::specialization_reason(const Expr* symbol) {
+  if (!simplify(symbol)->is_int()) return "";
+  const Expr* s = symbol;
+  std::string reason;
+  while (s->is_symbol() && info(s).replaced_by != nullptr) {
+    reason = info(s).replacement_reason;
+    s = info(s).replaced_by;
+  }
+  return reason;
+}
+
 const Expr* ShapeEnv::simplify(const Expr* e) {
   auto it = simplified_.find(e);
   if (it != simplified_.end()) return it->second;
@@ -243,6 +255,8 @@ bool ShapeEnv::evaluate(SymBool cond, std::string_view reason, std::source_locat
     throw SymError("[ShapeEnv] evaluate: the condition belongs to another ShapeEnv");
   const Expr* e = simplify(cond.expr());
   if (e->is_bool()) return e->value() != 0;
+  if (std::optional<bool> known = decided_by_guards(e)) return *known;
+  if (std::optional<bool> proved = decide_by_division(e)) return *proved;
   std::string origin = origin_of(loc);
   check_backed(e, reason, origin);
   bool value = hint_of(e) != 0;
@@ -261,6 +275,73 @@ int64_t ShapeEnv::evaluate_int(SymInt v, std::string_view reason, std::source_lo
   cond = pool_.relation(ExprKind::kEq, e, pool_.integer(value));
   if (!cond->is_bool()) record_guard(cond, reason, origin);
   return value;
+}
+
+std::optional<bool> ShapeEnv::decided_by_guards(const Expr* cond) {
+  if (guarded_.empty() || !cond->is_relation()) return std::nullopt;
+  // The same relation with its sides swapped (a <= b is b >= a).
+  auto flipped = [&](const Expr* c) -> const Expr* {
+    switch (c->kind()) {
+      case ExprKind::kLt:
+        return pool_.relation(ExprKind::kGt, c->arg(1), c->arg(0));
+      case ExprKind::kLe:
+        return pool_.relation(ExprKind::kGe, c->arg(1), c->arg(0));
+      case ExprKind::kGt:
+        return pool_.relation(ExprKind::kLt, c->arg(1), c->arg(0));
+      case ExprKind::kGe:
+        return pool_.relation(ExprKind::kLe, c->arg(1), c->arg(0));
+      default:
+        return pool_.relation(c->kind(), c->arg(1), c->arg(0));
+    }
+  };
+  for (const Expr* c : {cond, flipped(cond)})
+    if (guarded_.count(c)) return true;
+  const Expr* negated = pool_.negate(cond);
+  if (!negated->is_relation()) return std::nullopt;
+  for (const Expr* c : {negated, flipped(negated)})
+    if (guarded_.count(c)) return false;
+  return std::nullopt;
+}
+
+std::optional<bool> ShapeEnv::decide_by_division(const Expr* cond) {
+  if (!cond->is_relation()) return std::nullopt;
+  try {
+    const Expr* diff = pool_.sub(cond->arg(0), cond->arg(1));  // cond is `diff R 0`
+    if (diff->kind() != ExprKind::kAdd) return std::nullopt;
+    auto constant_divisor = [](const Expr* m) -> int64_t {
+      bool div = m->kind() == ExprKind::kFloorDiv || m->kind() == ExprKind::kCeilDiv;
+      if (!div || !m->arg(1)->is_int() || m->arg(1)->value() <= 0) return 0;
+      return m->arg(1)->value();
+    };
+    int64_t scale = 1;
+    for (const Expr* m : diff->args())
+      if (int64_t k = constant_divisor(m)) scale = std::lcm(scale, k);
+    if (scale == 1 || scale > (int64_t{1} << 20)) return std::nullopt;
+    const Expr* scaled = pool_.integer(detail::checked_mul(diff->value(), scale));
+    for (size_t i = 0; i < diff->args().size(); ++i) {
+      const Expr* m = diff->arg(i);
+      const int64_t c = diff->coeffs()[i];
+      const int64_t k = constant_divisor(m);
+      const Expr* term;
+      if (k == 0) {
+        term = pool_.mul(pool_.integer(detail::checked_mul(c, scale)), m);
+      } else {
+        // k*FloorDiv(a, k) = a - Mod(a, k);  k*CeilDiv(a, k) = a + Mod(-a, k).
+        const Expr* a = m->arg(0);
+        const Expr* kk = pool_.integer(k);
+        const Expr* k_times = m->kind() == ExprKind::kFloorDiv
+                                  ? pool_.sub(a, pool_.mod(a, kk))
+                                  : pool_.add(a, pool_.mod(pool_.neg(a), kk));
+        term = pool_.mul(pool_.integer(detail::checked_mul(c, scale / k)), k_times);
+      }
+      scaled = pool_.add(scaled, term);
+    }
+    const Expr* r = simplify(pool_.relation(cond->kind(), scaled, pool_.integer(0)));
+    if (r->is_bool()) return r->value() != 0;
+  } catch (const SymError&) {
+    // Overflow while scaling: not decided this way.
+  }
+  return std::nullopt;
 }
 
 void ShapeEnv::check_constraints(const Expr* cond, std::string_view reason,
@@ -301,6 +382,7 @@ void ShapeEnv::check_constraints(const Expr* cond, std::string_view reason,
 void ShapeEnv::record_guard(const Expr* cond, std::string_view reason, const std::string& origin) {
   check_constraints(cond, reason, origin);
   guards_.push_back({cond, std::string(reason), origin});
+  guarded_.insert(cond);
   apply_fact(cond, reason);
   if (options_.max_guards_per_symbol <= 0) return;
   std::vector<const Expr*> syms;
@@ -322,6 +404,7 @@ void ShapeEnv::record_guard(const Expr* cond, std::string_view reason, const std
 void ShapeEnv::add_replacement(const Expr* symbol, const Expr* target, std::string_view reason) {
   SymbolInfo& s = info(symbol);
   s.replacement = target;
+  s.replaced_by = target;
   s.replacement_reason = std::string(reason);
   if (target->is_symbol()) {
     SymbolInfo& t = info(target);

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lathe/sym/expr.h"
@@ -91,6 +92,9 @@ class ShapeEnv final : private SimplifyContext {
   int64_t hint_of(const Expr* e) const;
   // The current range of a symbol.
   ValueRange range_of(const Expr* symbol) const;
+  // When guards made `symbol` a constant: the reason of the guard that fixed it (following
+  // equalities with other symbols to the one that was pinned). "" while it is still symbolic.
+  std::string specialization_reason(const Expr* symbol);
 
   const std::vector<Guard>& guards() const { return guards_; }
   // Guards as text, one per line: "s0 > 4  # reason".
@@ -113,6 +117,7 @@ class ShapeEnv final : private SimplifyContext {
     int first_source = -1;
     int guard_count = 0;
     const Expr* replacement = nullptr;
+    const Expr* replaced_by = nullptr;  // the replacement as first learned (no path compression)
     std::string replacement_reason;
   };
   struct SourceEntry {
@@ -134,6 +139,13 @@ class ShapeEnv final : private SimplifyContext {
   void add_replacement(const Expr* symbol, const Expr* target, std::string_view reason);
   void check_constraints(const Expr* cond, std::string_view reason, const std::string& origin);
   void check_backed(const Expr* cond, std::string_view reason, const std::string& origin);
+  // The value of a condition that an earlier guard already decides (the same relation, flipped
+  // or negated), else nullopt: asking twice records one guard.
+  std::optional<bool> decided_by_guards(const Expr* cond);
+  // Decides `lhs R rhs` by scaling with the divisors of its FloorDiv / CeilDiv terms (constant
+  // k > 0) and writing k*FloorDiv(a, k) as a - Mod(a, k) and k*CeilDiv(a, k) as a + Mod(-a, k),
+  // whose residues have bounded ranges (so `2*FloorDiv(s0, 3) <= s0` is proved). Exact, so sound.
+  std::optional<bool> decide_by_division(const Expr* cond);
   std::string source_name(const Expr* symbol) const;
   std::string describe(const Expr* e) const;  // with sources for symbols
 
@@ -147,6 +159,7 @@ class ShapeEnv final : private SimplifyContext {
   std::unordered_map<uint64_t, ValueRange> constraints_;
   std::unordered_map<int64_t, const Expr*> duck_;  // hint -> symbol
   std::vector<Guard> guards_;
+  std::unordered_set<const Expr*> guarded_;                 // the recorded conditions, as recorded
   std::vector<std::pair<const Expr*, int64_t>> divisible_;  // e % k == 0
   std::unordered_map<const Expr*, const Expr*> simplified_;
   bool base_mode_ = false;  // ranges at creation, no facts: "provable from the ranges alone"

@@ -36,6 +36,33 @@ const Tensor& tensor_at(const std::vector<Arg>& args, int i) { return std::get<T
 
 bool on_lazy(const Tensor& t) { return t.defined() && t.device().kind() == DeviceKind::lazy; }
 
+// Re-resolves every symbolic size of the graph through the ShapeEnv. A symbol pinned or equated
+// by a guard recorded after a value's type (or a node's symbolic attribute) was recorded is
+// rewritten there too, so the graph states what its guards allow, and Graph::verify, whose shape
+// rules see the replacements, agrees with it.
+void resolve_symbols(ir::Graph& graph, sym::ShapeEnv& env) {
+  auto resolve = [&](Shape& shape) {
+    for (SymInt& v : shape)
+      if (v.is_symbolic()) v = SymInt::from_expr(env.simplify(v.expr()));
+  };
+  auto resolve_type = [&](ir::Value* v) {
+    resolve(v->mutable_type().sizes);
+    resolve(v->mutable_type().strides);
+  };
+  for (ir::Value* v : graph.inputs()) resolve_type(v);
+  for (ir::Node* n : graph.nodes()) {
+    for (ir::Value* v : n->outputs()) resolve_type(v);
+    Attrs& attrs = n->mutable_attrs();
+    for (const auto& [name, value] : std::vector(attrs.items())) {
+      const Shape* shape = std::get_if<Shape>(&value);
+      if (!shape) continue;
+      Shape resolved = *shape;
+      resolve(resolved);
+      attrs.set(name, std::move(resolved));
+    }
+  }
+}
+
 }  // namespace
 
 // Lazy tensors run as CPU views of their device buffers (the kernels read and write the device
@@ -186,21 +213,21 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   try {
     entry = trace(args, true);
   } catch (const sym::ConstraintViolation&) {
-    throw;
+    throw;  // the user's mark_dynamic, contradicted by the code
   } catch (const sym::DataDependentError&) {
-    throw;
-  } catch (const sym::SymError& e) {
-    // Some shape rule cannot handle a symbolic size: trace the automatic-dynamic dims static.
-    bool had_auto = false;
-    for (const auto& dims : auto_dynamic_)
-      for (bool d : dims) had_auto |= d;
-    if (options_.dynamic != DynamicPolicy::kAuto || !had_auto) throw;
+    throw;  // reading data while tracing fails with any sizes
+  } catch (const std::exception& e) {
+    // A dynamic trace that fails where a static one may not (a shape rule or kernel that needs
+    // concrete sizes, or any other limitation of tracing with symbols) is traced again with
+    // static sizes; if that fails too, the error is the program's and the static one is thrown.
+    if (!traces_dynamic()) throw;
+    std::string why = e.what();
+    entry = trace(args, false);
     auto_dynamic_failed_ = true;
     if (log_enabled(LogTopic::kRecompiles))
       log_message(LogTopic::kRecompiles,
-                  str("'", options_.name, "' cannot be traced with dynamic sizes (", e.what(),
+                  str("'", options_.name, "' cannot be traced with dynamic sizes (", why,
                       "); tracing it with static sizes from now on"));
-    entry = trace(args, false);
   }
   compiles_.fetch_add(1, std::memory_order_relaxed);
   if (log_enabled(LogTopic::kGuards))
@@ -214,6 +241,16 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   }
   trace_lock.unlock();
   return e->run(args);
+}
+
+bool CompileCache::traces_dynamic() const {
+  if (auto_dynamic_failed_) return false;
+  if (options_.dynamic == DynamicPolicy::kDynamic) return true;
+  if (options_.dynamic != DynamicPolicy::kAuto) return false;
+  for (const auto& dims : auto_dynamic_)
+    for (bool d : dims)
+      if (d) return true;
+  return false;
 }
 
 void CompileCache::update_auto_dynamic(const std::vector<Arg>& args) {
@@ -241,7 +278,8 @@ std::vector<DimChoice> CompileCache::dim_choices(size_t arg, const Tensor& t,
   std::vector<DimChoice> dims(t.dim());
   for (int64_t d = 0; d < t.dim(); ++d) {
     bool dynamic = false;
-    if (options_.dynamic == DynamicPolicy::kDynamic) dynamic = true;
+    if (options_.dynamic == DynamicPolicy::kDynamic && allow_auto_dynamic && !auto_dynamic_failed_)
+      dynamic = true;
     if (options_.dynamic == DynamicPolicy::kAuto && allow_auto_dynamic && !auto_dynamic_failed_ &&
         arg < auto_dynamic_.size() && static_cast<size_t>(d) < auto_dynamic_[arg].size())
       dynamic = auto_dynamic_[arg][d];
@@ -327,7 +365,9 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
     entry->output_lazy.push_back(v->type().device.kind() == DeviceKind::lazy);
   graph.set_outputs(graph_outputs);
   ir::dead_code_elimination(graph);
+  resolve_symbols(graph, *entry->env);
   graph.verify();
+  log_specialized_dims(tracer, *entry->env);
 
   entry->guards.record_call(args);
   if (module_)
@@ -345,6 +385,23 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
   entry->guards_text = entry->guards.to_string();
   entry->executable = backend::create_backend(options_.backend)->compile(graph);
   return entry;
+}
+
+// A dim traced as a symbol that the code pinned to one value makes one entry per value: say
+// which dim and why, so the user can change the code or mark the dim static.
+void CompileCache::log_specialized_dims(const Tracer& tracer, sym::ShapeEnv& env) const {
+  if (!log_enabled(LogTopic::kRecompiles)) return;
+  for (size_t i = 0; i < tracer.bindings().size(); ++i) {
+    const SymbolBinding& b = tracer.bindings()[i];
+    const sym::Expr* symbol = tracer.binding_symbols()[i];
+    std::string why = env.specialization_reason(symbol);
+    if (why.empty()) continue;
+    log_message(LogTopic::kRecompiles,
+                str("'", options_.name, "': arg", b.arg, ".size(", b.dim,
+                    ") was traced as dynamic but the code specialized it to ", env.hint_of(symbol),
+                    " (", why, "); each new value of it will recompile (mark_static(t, ", b.dim,
+                    ") or DynamicPolicy::kStatic says so up front)"));
+  }
 }
 
 CompileStats CompileCache::stats() const {

@@ -68,6 +68,9 @@ class CompileCache {
   std::unique_ptr<CacheEntry> trace(const std::vector<Arg>& args, bool allow_auto_dynamic);
   std::vector<DimChoice> dim_choices(size_t arg, const Tensor& t, bool allow_auto_dynamic) const;
   void update_auto_dynamic(const std::vector<Arg>& args);
+  // True when the next trace makes some argument size a symbol (besides mark_dynamic).
+  bool traces_dynamic() const;
+  void log_specialized_dims(const Tracer& tracer, sym::ShapeEnv& env) const;
 
   CompiledFunction::Fn fn_;
   CompileOptions options_;
@@ -80,7 +83,7 @@ class CompileCache {
   std::mutex trace_mu_;  // serializes tracing, auto-dynamic state and the warning
   std::vector<std::vector<int64_t>> frame_sizes_;  // per argument: sizes of the last trace
   std::vector<std::vector<bool>> auto_dynamic_;    // per argument and dim
-  bool auto_dynamic_failed_ = false;               // a dynamic trace failed: stay static
+  bool auto_dynamic_failed_ = false;  // a dynamic trace failed (kAuto, kDynamic): stay static
   bool warned_ = false;
 
   std::atomic<int64_t> calls_{0}, hits_{0}, compiles_{0}, eager_calls_{0};

@@ -38,10 +38,21 @@ const char* layout_name(Layout l) {
       return "contiguous";
     case Layout::kChannelsLast:
       return "channels_last";
+    case Layout::kDense:
+      return "dense";
     case Layout::kStrided:
       return "strided";
   }
   return "?";
+}
+
+// "dense in dim order [1,0] (innermost first)"
+std::string dense_order_string(const std::vector<int8_t>& order) {
+  std::ostringstream os;
+  os << "dense in dim order [";
+  for (size_t i = 0; i < order.size(); ++i) os << (i ? "," : "") << int{order[i]};
+  os << "] (innermost first)";
+  return os.str();
 }
 
 std::string scalar_string(const Arg& a) {
@@ -79,6 +90,8 @@ int32_t first_alias(const std::vector<Arg>& args, size_t i) {
 }
 
 bool layout_matches(const EntryGuards::TensorCheck& c, const Tensor& t) {
+  // Dense in the traced order: the traced strides (products of sizes) are the call's strides.
+  if (c.layout == Layout::kDense) return is_dense_in_order(t, c.order.data());
   if (c.layout == Layout::kStrided) {
     for (int32_t d = 0; d < c.rank; ++d)
       if (t.strides()[d].maybe_int() != c.strides[d]) return false;
@@ -116,6 +129,10 @@ void EntryGuards::record_call(const std::vector<Arg>& args) {
       c.requires_grad = t->requires_grad();
       c.layout = layout_of(*t);
       if (c.layout == Layout::kStrided) c.strides = t->int_strides();
+      if (c.layout == Layout::kDense) {
+        c.order.resize(t->dim());
+        dense_dim_order(*t, c.order.data());
+      }
       tensors_.push_back(std::move(c));
     } else {
       scalars_.emplace_back(static_cast<int32_t>(i), args[i]);
@@ -192,7 +209,9 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
         os << a << ".requires_grad == " << (c->requires_grad ? "true" : "false")
            << "; actual: " << (t.requires_grad() ? "true" : "false");
       } else {
-        os << a << " is " << layout_name(c->layout);
+        os << a << " is "
+           << (c->layout == Layout::kDense ? dense_order_string(c->order)
+                                           : std::string(layout_name(c->layout)));
         if (c->layout == Layout::kStrided) os << " with strides " << detail::str(c->strides);
         os << "; actual: " << layout_name(layout_of(t)) << " with strides "
            << detail::str(t.int_strides());
@@ -257,6 +276,7 @@ std::string EntryGuards::to_string() const {
     os << "arg" << i << ": Tensor " << dtype_name(c->dtype) << " " << c->device << " dim "
        << c->rank << " " << layout_name(c->layout);
     if (c->layout == Layout::kStrided) os << " strides " << detail::str(c->strides);
+    if (c->layout == Layout::kDense) os << " (" << dense_order_string(c->order) << ")";
     os << " requires_grad=" << (c->requires_grad ? "true" : "false");
     if (alias_of_[i] >= 0) os << " is arg" << alias_of_[i];
     os << "\n";

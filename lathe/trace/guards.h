@@ -44,6 +44,7 @@ class EntryGuards {
     bool requires_grad = false;
     Layout layout = Layout::kContiguous;
     std::vector<int64_t> strides;  // kStrided: exact strides
+    std::vector<int8_t> order;     // kDense: the dims innermost first
   };
   struct ModuleCheck {
     const nn::Module* module = nullptr;

@@ -22,9 +22,21 @@ struct DimChoice {
   int64_t min = 2, max = INT64_MAX;  // kMarked: the mark_dynamic range
 };
 
-// The memory layout a tensor argument is traced with (and guarded on).
-enum class Layout : uint8_t { kContiguous, kChannelsLast, kStrided };
+// The memory layout a tensor argument is traced with (and guarded on). kDense: non-overlapping
+// and dense in some other order of the dims (a transposed or permuted tensor); it is traced with
+// strides that are expressions of the sizes in that order, and guarded by the order, not the
+// stride numbers. kStrided: anything else (gaps, overlaps, zero sizes), guarded exactly.
+enum class Layout : uint8_t { kContiguous, kChannelsLast, kDense, kStrided };
 Layout layout_of(const Tensor& t);
+
+// Dense layouts of tensors of up to this many dims are recognized (the order lives on the stack).
+inline constexpr int kMaxDenseRank = 16;
+// Writes t's dims innermost first (by stride; ties: the later dim inner) into `order` (t.dim()
+// entries) and returns true when t is non-overlapping and dense in that order. Allocates nothing.
+bool dense_dim_order(const Tensor& t, int8_t* order);
+// True when t (real) is dense in `order` (innermost first): each dim's stride is the product of
+// the sizes of the dims inside it. Size-1 dims are skipped. Allocates nothing.
+bool is_dense_in_order(const Tensor& t, const int8_t* order);
 
 // A size symbol and the argument slot that binds it at call time.
 struct SymbolBinding {
@@ -71,6 +83,8 @@ class Tracer {
   // For each graph input in order: the argument index, or -1 - capture slot.
   const std::vector<int>& input_origin() const { return input_origin_; }
   const std::vector<SymbolBinding>& bindings() const { return bindings_; }
+  // The symbol of each binding, in the same order.
+  const std::vector<const sym::Expr*>& binding_symbols() const { return binding_symbols_; }
   const std::vector<sym::Source>& sources() const { return sources_; }
 
   std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
@@ -90,6 +104,7 @@ class Tracer {
   std::vector<Tensor> captured_;
   std::vector<int> input_origin_;
   std::vector<SymbolBinding> bindings_;
+  std::vector<const sym::Expr*> binding_symbols_;
   std::vector<sym::Source> sources_;
 };
 
