@@ -116,7 +116,9 @@ void draw_range(uint64_t seed, uint64_t first, int64_t begin, int64_t end, const
   }
 }
 
-uint64_t counters_for(int64_t n) { return static_cast<uint64_t>((n + kPerCounter - 1) / kPerCounter); }
+uint64_t counters_for(int64_t n) {
+  return static_cast<uint64_t>((n + kPerCounter - 1) / kPerCounter);
+}
 
 // Writes value k of the stream (seed, first) to the element at logical row-major index k of a
 // tensor with sizes `sz` and strides `st` (elements) at p, in parallel chunks.
