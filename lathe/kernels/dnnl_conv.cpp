@@ -20,35 +20,6 @@ memory::desc user_weight_md(const Tensor& w, int64_t groups) {
                  {st[0] * (sz[0] / groups), st[0], st[1], st[2], st[3]}, w.dtype());
 }
 
-void append_act(dnnl::post_ops& po, ConvPostOps::Act act, float lo, float hi) {
-  if (act == ConvPostOps::Act::relu)
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-  else if (act == ConvPostOps::Act::clip)
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, lo, hi);
-}
-
-dnnl::primitive_attr conv_attr(const ConvPostOps& post) {
-  dnnl::primitive_attr attr = dnnl_default_attr();
-  if (post.empty()) return attr;
-  dnnl::post_ops po;
-  append_act(po, post.act, post.act_lo, post.act_hi);
-  if (post.sum) po.append_sum(1.f);
-  append_act(po, post.act2, post.act2_lo, post.act2_hi);
-  attr.set_post_ops(po);
-  return attr;
-}
-
-void add_post_ops_key(DnnlKey& key, const ConvPostOps& post) {
-  auto bits = [](float f) {
-    int32_t i;
-    std::memcpy(&i, &f, sizeof i);
-    return static_cast<int64_t>(i);
-  };
-  key.add(static_cast<int64_t>(post.act)).add(bits(post.act_lo)).add(bits(post.act_hi));
-  key.add(post.sum ? 1 : 0);
-  key.add(static_cast<int64_t>(post.act2)).add(bits(post.act2_lo)).add(bits(post.act2_hi));
-}
-
 std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::desc& dst,
                                          const Tensor& w, bool with_bias, const Conv2dParams& p,
                                          const ConvPostOps& post) {
@@ -65,7 +36,7 @@ std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::
       dst, {p.stride[0], p.stride[1]}, {p.dilation[0] - 1, p.dilation[1] - 1},
       {p.padding[0], p.padding[1]}, {p.padding[0], p.padding[1]});
   try {
-    dnnl::convolution_forward::primitive_desc pd(d, conv_attr(post), dnnl_engine());
+    dnnl::convolution_forward::primitive_desc pd(d, dnnl_post_ops_attr(post), dnnl_engine());
     auto r = std::make_shared<DnnlPrimitive>();
     r->pd = pd;
     r->prim = dnnl::convolution_forward(pd);
@@ -89,7 +60,7 @@ void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
   key.add(1).add(x.shape()).add(out.int_strides()).add(x.int_strides()).add(w.shape());
   key.add(p.groups).add(bias.defined() ? 1 : 0);
   for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
-  add_post_ops_key(key, post);
+  dnnl_add_post_ops_key(key, post);
   key.add(dnnl_prepare_threads());
   // Descriptors are built only on a miss; a hit reads them back from the primitive.
   auto prim = dnnl_cached_primitive(key, [&] {
@@ -150,13 +121,6 @@ void conv2d_direct(const Tensor& x, const Tensor& w, const Tensor& bias, const C
   }
 }
 
-template <class T>
-T apply_act(T v, ConvPostOps::Act act, float lo, float hi) {
-  if (act == ConvPostOps::Act::relu) return v > T(0) ? v : T(0);
-  if (act == ConvPostOps::Act::clip) return std::min<T>(std::max<T>(v, T(lo)), T(hi));
-  return v;
-}
-
 // out = post(conv) elementwise, where `conv` holds the plain convolution (same sizes as out).
 template <class T>
 void apply_post_ops(const Tensor& conv, const ConvPostOps& post, const Tensor& out) {
@@ -168,10 +132,10 @@ void apply_post_ops(const Tensor& conv, const ConvPostOps& post, const Tensor& o
       for (int64_t h = 0; h < os[2]; ++h)
         for (int64_t w = 0; w < os[3]; ++w) {
           T& o = op[n * ot[0] + c * ot[1] + h * ot[2] + w * ot[3]];
-          T v = apply_act(cp[n * ct[0] + c * ct[1] + h * ct[2] + w * ct[3]], post.act, post.act_lo,
-                          post.act_hi);
+          T v = apply_post_act(cp[n * ct[0] + c * ct[1] + h * ct[2] + w * ct[3]], post.act,
+                               post.act_lo, post.act_hi);
           if (post.sum) v += o;
-          o = apply_act(v, post.act2, post.act2_lo, post.act2_hi);
+          o = apply_post_act(v, post.act2, post.act2_lo, post.act2_hi);
         }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "lathe/core/tensor.h"
+#include "lathe/kernels/post_ops.h"
 
 namespace lathe::detail {
 
@@ -15,18 +16,7 @@ struct Conv2dParams {
   int64_t groups = 1;
 };
 
-// Elementwise work fused into a convolution, applied in this order to each output element v:
-//   v = act(v); if (sum) v += (the value out held before the call); v = act2(v).
-// (oneDNN post-ops: eltwise, sum, eltwise.) A default ConvPostOps is a plain convolution.
-struct ConvPostOps {
-  enum class Act : uint8_t { none, relu, clip };
-  Act act = Act::none;
-  float act_lo = 0, act_hi = 0;  // clip bounds
-  bool sum = false;
-  Act act2 = Act::none;
-  float act2_lo = 0, act2_hi = 0;
-  bool empty() const { return act == Act::none && !sum && act2 == Act::none; }
-};
+using ConvPostOps = PostOps;
 
 // out = conv2d(x, w) + bias, then `post`. x [N,C,H,W] in any layout, w [O,C/groups,KH,KW], bias [O]
 // or undefined; out is preallocated [N,O,OH,OW] (any dense layout; channels-last is the fast one).

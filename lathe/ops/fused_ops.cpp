@@ -5,7 +5,11 @@
 //   y = conv2d(x, weight, bias)                                  (attrs as conv2d)
 //   y = batch_norm(y, bn_mean, bn_var, bn_weight, bn_bias, eps)  (inference; when bn_mean given)
 //   y = act(y); y = y + residual (when given); y = act2(y)
-// act / act2 are "none", "relu" or "clip" (clamp to [act_min, act_max]: relu6, hardtanh). The
+// act / act2 are "none", "relu", "clip" (clamp to [act_min, act_max]: relu6, hardtanh), "gelu"
+// or "gelu_tanh".
+//
+// linear_fused(x, weight, bias, residual): y = act(linear(x, weight, bias)); y += residual (when
+// given); act as above; one oneDNN matmul with post-ops. The
 // batch norm is folded into the convolution's weight and bias (computed in f64 and cached
 // against the six tensors' storages and versions, so an in-place update of any of them refolds),
 // and the rest runs as oneDNN post-ops: one pass over the output instead of four.
@@ -16,6 +20,7 @@
 #include <mutex>
 
 #include "lathe/kernels/dnnl_conv.h"
+#include "lathe/kernels/dnnl_matmul.h"
 #include "lathe/kernels/elementwise.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
@@ -25,12 +30,15 @@ namespace {
 
 enum Input { kX, kWeight, kBias, kMean, kVar, kGamma, kBeta, kResidual, kNumInputs };
 
-detail::ConvPostOps::Act parse_act(const Attrs& a, const char* name) {
+detail::PostOps::Act parse_act(const Attrs& a, const char* name, const char* op = "conv2d_fused") {
   const std::string& s = a.get_string(name);
-  if (s == "none") return detail::ConvPostOps::Act::none;
-  if (s == "relu") return detail::ConvPostOps::Act::relu;
-  if (s == "clip") return detail::ConvPostOps::Act::clip;
-  throw Error(detail::str("[conv2d_fused] ", name, " must be none, relu or clip, got '", s, "'"));
+  if (s == "none") return detail::PostOps::Act::none;
+  if (s == "relu") return detail::PostOps::Act::relu;
+  if (s == "clip") return detail::PostOps::Act::clip;
+  if (s == "gelu") return detail::PostOps::Act::gelu_erf;
+  if (s == "gelu_tanh") return detail::PostOps::Act::gelu_tanh;
+  throw Error(detail::str("[", op, "] ", name,
+                          " must be none, relu, clip, gelu or gelu_tanh, got '", s, "'"));
 }
 
 detail::ConvPostOps post_ops(const Attrs& a, bool residual) {
@@ -211,10 +219,49 @@ std::vector<Tensor> conv2d_fused_kernel(TensorList in, const Attrs& a,
   return {out};
 }
 
+// ---- linear_fused(x, weight, bias, residual): y = act(linear(x, weight, bias)) [+ residual] ----
+
+enum LinearInput { kLx, kLweight, kLbias, kLresidual, kLinearInputs };
+
+std::vector<TensorMeta> linear_fused_rule(TensorList in, const Attrs& a) {
+  LATHE_CHECK(in.size() == kLinearInputs, "[linear_fused] takes ", int(kLinearInputs),
+              " inputs, got ", in.size());
+  std::vector<TensorMeta> m = LATHE_OP("linear").shape(in.subspan(0, 3), a);
+  const Tensor& r = in[kLresidual];
+  if (r.defined())
+    LATHE_CHECK(r.sizes() == m[0].sizes && r.dtype() == m[0].dtype, "[linear_fused] residual ",
+                r.shape_string(), " must have the output's shape and dtype (input ",
+                in[kLx].shape_string(), ", weight ", in[kLweight].shape_string(), ")");
+  parse_act(a, "act", "linear_fused");
+  return m;
+}
+
+std::vector<Tensor> linear_fused_kernel(TensorList in, const Attrs& a,
+                                        const std::vector<TensorMeta>& m) {
+  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
+  const bool residual = in[kLresidual].defined();
+  if (residual) kernels::copy(out, in[kLresidual]);
+  const int64_t K = in[kLweight].size(1).expect_int(), N = in[kLweight].size(0).expect_int();
+  Tensor x2 = in[kLx].reshape({-1, K});
+  Tensor o2 = out.view({-1, N});
+  detail::PostOps post;
+  post.act = parse_act(a, "act", "linear_fused");
+  post.sum = residual;
+  detail::linear_forward(x2, in[kLweight], in[kLbias], o2, post);
+  return {out};
+}
+
 }  // namespace
 
 namespace detail {
 void register_fused_ops(OpRegistry& r) {
+  OpDef linear;
+  linear.name = "linear_fused";
+  linear.num_inputs = kLinearInputs;
+  linear.shape = linear_fused_rule;
+  linear.kernel = linear_fused_kernel;
+  r.add(std::move(linear));
+
   OpDef op;
   op.name = "conv2d_fused";
   op.num_inputs = kNumInputs;

@@ -151,10 +151,10 @@ TEST(ConvFused, ShapeRuleErrors) {
   EXPECT_THROW(dispatch1(LATHE_OP("conv2d_fused"), bad_res, attrs("none")), Error);
   std::vector<Tensor> plain{x, w, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   try {
-    dispatch1(LATHE_OP("conv2d_fused"), plain, attrs("gelu"));
+    dispatch1(LATHE_OP("conv2d_fused"), plain, attrs("swish"));
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("act must be none, relu or clip, got 'gelu'"),
+    EXPECT_NE(std::string(e.what()).find("act must be none, relu, clip, gelu or gelu_tanh, got 'swish'"),
               std::string::npos)
         << e.what();
   }
@@ -267,8 +267,32 @@ TEST(FuseConvPass, LeavesTrainingBatchNormAndBroadcastAddsAlone) {
   EXPECT_EQ(op_names(*fused), (std::vector<std::string>{"conv2d", "batch_norm", "conv2d", "add"}));
 }
 
+// linear -> gelu, and linear -> add(residual), as a transformer's MLP and output projection.
+TEST(FuseLinearPass, FusesActivationsAndResidualAdds) {
+  for (const char* approx : {"none", "tanh"}) {
+    Built b;
+    ir::Value* x = b.input(rnd({2, 5, 8}, 1));
+    ir::Value* w1 = b.input(rnd({16, 8}, 2));
+    ir::Value* b1 = b.input(rnd({16}, 3));
+    ir::Value* w2 = b.input(rnd({8, 16}, 4));
+    ir::Value* h = b.node("linear", {x, w1, b1}, Attrs{});
+    ir::Value* a = b.node("gelu", {h}, Attrs{{"approximate", std::string(approx)}});
+    ir::Value* y = b.node("linear", {a, w2, nullptr}, Attrs{});
+    ir::Value* s = b.node("add", {x, y}, Attrs{});
+    b.g->set_outputs({s});
+    backend::cpu::FuseLinearStats stats;
+    auto fused = backend::cpu::fuse_linear(*b.g, &stats);
+    fused->verify();
+    EXPECT_EQ(op_names(*fused), (std::vector<std::string>{"linear_fused", "linear_fused"}));
+    EXPECT_EQ(stats.act, 1);
+    EXPECT_EQ(stats.residual, 1);
+    EXPECT_LT(max_rel_diff(run(*fused, b.inputs)[0], run(*b.g, b.inputs)[0]), 2e-5) << approx;
+  }
+}
+
 TEST(CpuBackend, PipelineNamesAndDisabling) {
-  EXPECT_EQ(backend::cpu::pass_names(), (std::vector<std::string>{"fuse_conv", "dce"}));
+  EXPECT_EQ(backend::cpu::pass_names(),
+            (std::vector<std::string>{"fuse_conv", "fuse_linear", "dce"}));
   Built b = resnet_tail(false);
   auto off = backend::cpu::run_passes(*b.g, {"fuse_conv"});
   EXPECT_EQ(op_names(*off), (std::vector<std::string>{"conv2d", "batch_norm", "add", "relu"}));

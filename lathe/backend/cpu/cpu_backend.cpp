@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lathe/backend/cpu/fuse_conv.h"
+#include "lathe/backend/cpu/fuse_linear.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/backend/interpreter.h"
 #include "lathe/ir/passes.h"
@@ -37,7 +38,7 @@ std::unique_ptr<ir::Graph> copy_graph(const ir::Graph& g) {
 }  // namespace
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names{"fuse_conv", "dce"};
+  static const std::vector<std::string> names{"fuse_conv", "fuse_linear", "dce"};
   return names;
 }
 
@@ -58,6 +59,11 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
       cur = fuse_conv(*cur, &s);
       summary = lathe::detail::str(s.fused, " fused (", s.bn_folded, " with batch norm, ",
                                    s.residual, " with a residual add)");
+    } else if (name == "fuse_linear") {
+      FuseLinearStats s;
+      cur = fuse_linear(*cur, &s);
+      summary = lathe::detail::str(s.fused, " fused (", s.act, " with an activation, ", s.residual,
+                                   " with a residual add)");
     } else if (name == "dce") {
       summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");
     }

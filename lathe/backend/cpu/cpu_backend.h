@@ -4,6 +4,7 @@
 // Passes, in order (each in its own file, tested alone):
 //   fuse_conv   conv2d + inference batch_norm + relu/hardtanh + residual add + relu/hardtanh
 //               -> conv2d_fused (batch norm folded into the weights, the rest as oneDNN post-ops)
+//   fuse_linear linear + relu/gelu + residual add -> linear_fused (one matmul with post-ops)
 //   dce         drops what the rewrites left unused
 //
 // LATHE_LOGS=passes (or all) prints the graph after each pass to stderr;

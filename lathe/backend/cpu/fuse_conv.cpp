@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lathe/backend/cpu/match.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/ops/register.h"
 
@@ -18,14 +19,6 @@ struct Chain {
   double act_min = 0, act_max = 0, act2_min = 0, act2_max = 0;
 };
 
-bool is_op(const ir::Node* n, const char* name) { return n && n->op().name == name; }
-
-// The only user of v, when v has exactly one and is not a graph output.
-const ir::Node* sole_user(const ir::Value* v, const std::unordered_set<const ir::Value*>& outs) {
-  if (v->users().size() != 1 || outs.count(v)) return nullptr;
-  return v->users()[0];
-}
-
 // relu or hardtanh reading v as its input 0: sets the activation fields.
 bool match_act(const ir::Node* n, const ir::Value* v, std::string& act, double& lo, double& hi) {
   if (!n || n->inputs().size() != 1 || n->inputs()[0] != v) return false;
@@ -40,19 +33,6 @@ bool match_act(const ir::Node* n, const ir::Value* v, std::string& act, double& 
     return true;
   }
   return false;
-}
-
-bool same_sizes(const Shape& a, const Shape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto x = a[i].maybe_int(), y = b[i].maybe_int();
-    if (x && y) {
-      if (*x != *y) return false;
-    } else if (a[i].expr() != b[i].expr()) {  // symbolic: the same (hash-consed) expression
-      return false;
-    }
-  }
-  return true;
 }
 
 Chain match_chain(const ir::Node* conv, const std::unordered_set<const ir::Value*>& outs) {
@@ -72,24 +52,26 @@ Chain match_chain(const ir::Node* conv, const std::unordered_set<const ir::Value
     v = next->output();
     next = sole_user(v, outs);
   }
-  if (is_op(next, "add") && next->inputs().size() == 2 &&
-      (!next->attrs().has("alpha") || next->attrs().get_double("alpha") == 1.0)) {
-    const ir::Value* r = next->inputs()[0] == v ? next->inputs()[1] : next->inputs()[0];
-    const ir::ValueType& rt = r->type();
-    if (r != v && rt.dtype == v->type().dtype && rt.device == v->type().device &&
-        same_sizes(rt.sizes, v->type().sizes) &&
-        same_sizes(next->output()->type().sizes, rt.sizes)) {
-      c.residual = r;
-      c.nodes.push_back(next);
-      v = next->output();
-      next = sole_user(v, outs);
-      if (match_act(next, v, c.act2, c.act2_min, c.act2_max)) c.nodes.push_back(next);
-    }
+  if (const ir::Value* r = residual_operand(next, v)) {
+    c.residual = r;
+    c.nodes.push_back(next);
+    v = next->output();
+    next = sole_user(v, outs);
+    if (match_act(next, v, c.act2, c.act2_min, c.act2_max)) c.nodes.push_back(next);
   }
   return c;
 }
 
 }  // namespace
+
+bool writes_inside(const std::vector<const ir::Node*>& chain, const std::vector<ir::Node*>& order,
+                   const std::unordered_map<const ir::Node*, size_t>& position) {
+  size_t first = position.at(chain.front()), last = position.at(chain.back());
+  std::unordered_set<const ir::Node*> in_chain(chain.begin(), chain.end());
+  for (size_t i = first + 1; i < last; ++i)
+    if (!in_chain.count(order[i]) && order[i]->has_side_effects()) return true;
+  return false;
+}
 
 std::unique_ptr<ir::Graph> fuse_conv(const ir::Graph& g, FuseConvStats* stats) {
   const OpDef& fused_op = LATHE_OP("conv2d_fused");
@@ -105,12 +87,7 @@ std::unique_ptr<ir::Graph> fuse_conv(const ir::Graph& g, FuseConvStats* stats) {
     if (!is_op(n, "conv2d") || absorbed.count(n)) continue;
     Chain c = match_chain(n, outs);
     if (c.nodes.size() < 2) continue;  // a lone conv gains nothing
-    size_t first = position[c.nodes.front()], last = position[c.nodes.back()];
-    std::unordered_set<const ir::Node*> in_chain(c.nodes.begin(), c.nodes.end());
-    bool writes_between = false;
-    for (size_t i = first + 1; i < last && !writes_between; ++i)
-      writes_between = !in_chain.count(order[i]) && order[i]->has_side_effects();
-    if (writes_between) continue;
+    if (writes_inside(c.nodes, order, position)) continue;
     for (const ir::Node* m : c.nodes) absorbed.insert(m);
     by_last.emplace(c.nodes.back(), std::move(c));
   }
