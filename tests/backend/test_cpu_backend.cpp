@@ -9,6 +9,7 @@
 #include "lathe/backend/backend.h"
 #include "lathe/backend/cpu/cpu_backend.h"
 #include "lathe/backend/cpu/fuse_conv.h"
+#include "lathe/backend/cpu/fuse_linear.h"
 #include "lathe/core/random.h"
 #include "lathe/ir/graph.h"
 #include "lathe/ops/ops.h"
