@@ -7,7 +7,10 @@ sequence 128, vit_base_patch16_224); 3 warm-up iterations are excluded and the m
 and one progress line per model on stderr.
 
     python bench/peer_torch.py [--only NAME] [--batch-size N] [--repeat N] [--threads N]
-                               [--channels-last] [--compile]
+                               [--channels-last] [--compile [--freezing]]
+
+--freezing sets torch._inductor.config.freezing (parameters folded into the compiled graph as
+constants, weights prepacked for oneDNN: inductor's inference setting for CPU).
 """
 
 from __future__ import annotations
@@ -90,6 +93,10 @@ def bench_model(name: str, args) -> list[str]:
             cells.append(short_error(e))
         if args.compile:
             try:
+                if args.freezing:
+                    import torch._inductor.config as inductor_config
+
+                    inductor_config.freezing = True
                 compiled = torch.compile(model)
                 start = time.perf_counter()
                 compiled(*inputs)
@@ -106,6 +113,8 @@ def main(argv=None) -> int:
     add_common_args(p)
     p.add_argument("--compile", action="store_true",
                    help="also time torch.compile (default mode); reports compile seconds")
+    p.add_argument("--freezing", action="store_true",
+                   help="with --compile: inductor freezing (constant parameters, prepacked weights)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     columns = ["model", "batch", "torch eager ms"]

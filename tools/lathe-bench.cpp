@@ -29,6 +29,7 @@
 #include "lathe/models/registry.h"
 #include "lathe/ops/ops.h"
 #include "lathe/trace/compile.h"
+#include "lathe/backend/backend.h"
 
 namespace {
 
@@ -117,9 +118,18 @@ Args parse(int argc, char** argv) {
       if (v == nullptr) usage("--backend needs a comma-separated list");
       a.backends = split(v);
       if (a.backends.empty()) usage("--backend needs at least one backend");
-      for (const auto& b : a.backends)
+      for (const auto& b : a.backends) {
+        if (b.rfind("trace_once@", 0) == 0) {
+          const auto names = lathe::backend::backend_names();
+          const std::string compiler = b.substr(11);
+          if (std::find(names.begin(), names.end(), compiler) == names.end())
+            usage("unknown compile backend '" + compiler + "' in '" + b + "'");
+          continue;
+        }
         if (std::find(kBackends.begin(), kBackends.end(), b) == kBackends.end())
-          usage("unknown backend '" + b + "' (known: eager, trace_everytime, trace_once)");
+          usage("unknown backend '" + b +
+                "' (known: eager, trace_everytime, trace_once, trace_once@<compile backend>)");
+      }
     } else if (f == "--batch-size") {
       a.batch = parse_int(f, v, 1);
     } else if (f == "--repeat") {
@@ -198,8 +208,9 @@ struct Models {
 Models build_models(const std::string& name, const Args& a) {
   bool need_cpu = false, need_lazy = false;
   for (const auto& b : a.backends) {
-    if (b == "eager" || (b == "trace_once" && !a.trace_on_lazy)) need_cpu = true;
-    if (b == "trace_everytime" || (b == "trace_once" && a.trace_on_lazy)) need_lazy = true;
+    const bool once = b.rfind("trace_once", 0) == 0;
+    if (b == "eager" || (once && !a.trace_on_lazy)) need_cpu = true;
+    if (b == "trace_everytime" || (once && a.trace_on_lazy)) need_lazy = true;
   }
   lathe::models::ModelOptions options;
   options.seed = 0;
@@ -233,6 +244,7 @@ std::vector<Runner> make_runners(const Models& m, const Args& a) {
       r.lazy = a.trace_on_lazy;
       lathe::CompileOptions options;
       options.name = spec->name;
+      if (b.rfind("trace_once@", 0) == 0) options.backend = b.substr(11);
       lathe::CompiledFunction f = lathe::compile(spec->module, options);
       // A compiled call leaves nothing pending (lazy results are device data): no sync.
       r.call = [f](const std::vector<Tensor>& in) { return f(in); };
@@ -272,7 +284,7 @@ PerfRow bench_model(const std::string& name, const Args& a) {
     lathe::lazy::reset_metrics();
     const auto t0 = Clock::now();
     runners[k].call(prepared[k]);
-    if (runners[k].name == "trace_once") row.compile_s = seconds_since(t0);
+    if (runners[k].name.rfind("trace_once", 0) == 0) row.compile_s = seconds_since(t0);
     if (runners[k].name == "trace_everytime") row.lazy_compile_s = lathe::lazy::metrics().compile_s;
   }
   for (int i = 0; i < a.warmup; ++i)

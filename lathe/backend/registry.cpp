@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "lathe/backend/backend.h"
+#include "lathe/backend/cpu/cpu_backend.h"
 #include "lathe/backend/interpreter.h"
 
 namespace lathe::backend {
@@ -18,6 +19,7 @@ Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry();
     reg->factories.emplace("interpreter", [] { return make_interpreter_backend(); });
+    reg->factories.emplace("cpu", [] { return make_cpu_backend(); });
     return reg;
   }();
   return *r;

@@ -371,4 +371,36 @@ Tensor to_channels_last_copy(const Tensor& t) {
   return out;
 }
 
+namespace {
+void append_act(dnnl::post_ops& po, PostOps::Act act, float lo, float hi) {
+  using A = PostOps::Act;
+  if (act == A::relu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  if (act == A::clip) po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, lo, hi);
+  if (act == A::gelu_erf) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  if (act == A::gelu_tanh) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+}
+}  // namespace
+
+dnnl::primitive_attr dnnl_post_ops_attr(const PostOps& post) {
+  dnnl::primitive_attr attr = dnnl_default_attr();
+  if (post.empty()) return attr;
+  dnnl::post_ops po;
+  append_act(po, post.act, post.act_lo, post.act_hi);
+  if (post.sum) po.append_sum(1.f);
+  append_act(po, post.act2, post.act2_lo, post.act2_hi);
+  attr.set_post_ops(po);
+  return attr;
+}
+
+void dnnl_add_post_ops_key(DnnlKey& key, const PostOps& post) {
+  auto bits = [](float f) {
+    int32_t i;
+    std::memcpy(&i, &f, sizeof i);
+    return static_cast<int64_t>(i);
+  };
+  key.add(static_cast<int64_t>(post.act)).add(bits(post.act_lo)).add(bits(post.act_hi));
+  key.add(post.sum ? 1 : 0);
+  key.add(static_cast<int64_t>(post.act2)).add(bits(post.act2_lo)).add(bits(post.act2_hi));
+}
+
 }  // namespace lathe::detail

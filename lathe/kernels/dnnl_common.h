@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lathe/core/tensor.h"
+#include "lathe/kernels/post_ops.h"
 
 namespace lathe::detail {
 
@@ -76,6 +77,10 @@ size_t dnnl_primitive_cache_size();
 // A primitive attribute with a user-managed scratchpad (so one primitive can run on several
 // threads at once).
 dnnl::primitive_attr dnnl_default_attr();
+// dnnl_default_attr() plus `post` as oneDNN post-ops (eltwise, sum, eltwise).
+dnnl::primitive_attr dnnl_post_ops_attr(const PostOps& post);
+// Adds `post` to a primitive cache key.
+void dnnl_add_post_ops_key(DnnlKey& key, const PostOps& post);
 // Runs a primitive with the given arguments plus a thread-local scratchpad.
 void dnnl_execute(const DnnlPrimitive& p, std::unordered_map<int, dnnl::memory> args);
 

@@ -1,5 +1,8 @@
 #include "lathe/kernels/dnnl_conv.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "lathe/core/threads.h"
 #include "lathe/kernels/dnnl_common.h"
 
@@ -18,7 +21,8 @@ memory::desc user_weight_md(const Tensor& w, int64_t groups) {
 }
 
 std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::desc& dst,
-                                         const Tensor& w, bool with_bias, const Conv2dParams& p) {
+                                         const Tensor& w, bool with_bias, const Conv2dParams& p,
+                                         const ConvPostOps& post) {
   auto sz = w.shape();
   memory::dims wdims = p.groups == 1
                            ? memory::dims{sz[0], sz[1], sz[2], sz[3]}
@@ -32,7 +36,7 @@ std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::
       dst, {p.stride[0], p.stride[1]}, {p.dilation[0] - 1, p.dilation[1] - 1},
       {p.padding[0], p.padding[1]}, {p.padding[0], p.padding[1]});
   try {
-    dnnl::convolution_forward::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
+    dnnl::convolution_forward::primitive_desc pd(d, dnnl_post_ops_attr(post), dnnl_engine());
     auto r = std::make_shared<DnnlPrimitive>();
     r->pd = pd;
     r->prim = dnnl::convolution_forward(pd);
@@ -45,7 +49,7 @@ std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::
 }
 
 void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
-                 const Conv2dParams& p, const Tensor& out) {
+                 const Conv2dParams& p, const Tensor& out, const ConvPostOps& post) {
   // Channels-last activations run oneDNN's brgconv kernels with no reorder; anything else is
   // copied to channels-last first (one streaming copy is far cheaper than the NCHW kernels).
   Tensor x = to_channels_last_copy(x_in);
@@ -56,10 +60,12 @@ void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
   key.add(1).add(x.shape()).add(out.int_strides()).add(x.int_strides()).add(w.shape());
   key.add(p.groups).add(bias.defined() ? 1 : 0);
   for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
+  dnnl_add_post_ops_key(key, post);
   key.add(dnnl_prepare_threads());
   // Descriptors are built only on a miss; a hit reads them back from the primitive.
   auto prim = dnnl_cached_primitive(key, [&] {
-    return make_conv(dnnl_md(x, true), dnnl_md(out, out.is_channels_last()), w, bias.defined(), p);
+    return make_conv(dnnl_md(x, true), dnnl_md(out, out.is_channels_last()), w, bias.defined(), p,
+                     post);
   });
   const dnnl::primitive_desc& pd = prim->pd;
   DnnlWeight wmem = dnnl_cached_weight(
@@ -115,17 +121,42 @@ void conv2d_direct(const Tensor& x, const Tensor& w, const Tensor& bias, const C
   }
 }
 
+// out = post(conv) elementwise, where `conv` holds the plain convolution (same sizes as out).
+template <class T>
+void apply_post_ops(const Tensor& conv, const ConvPostOps& post, const Tensor& out) {
+  auto os = out.shape(), ot = out.int_strides(), ct = conv.int_strides();
+  const T* cp = static_cast<const T*>(conv.raw_data());
+  T* op = static_cast<T*>(out.raw_data());
+  for (int64_t n = 0; n < os[0]; ++n)
+    for (int64_t c = 0; c < os[1]; ++c)
+      for (int64_t h = 0; h < os[2]; ++h)
+        for (int64_t w = 0; w < os[3]; ++w) {
+          T& o = op[n * ot[0] + c * ot[1] + h * ot[2] + w * ot[3]];
+          T v = apply_post_act(cp[n * ct[0] + c * ct[1] + h * ct[2] + w * ct[3]], post.act,
+                               post.act_lo, post.act_hi);
+          if (post.sum) v += o;
+          o = apply_post_act(v, post.act2, post.act2_lo, post.act2_hi);
+        }
+}
+
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
-                    const Tensor& out) {
+                    const Tensor& out, const ConvPostOps& post) {
   if (out.numel() == 0) return;
   if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
-    conv2d_dnnl(x, w, bias, p, out);
-  } else {
-    LATHE_DISPATCH_FLOATING(x.dtype(), "conv2d",
-                            [&] { conv2d_direct<scalar_t>(x, w, bias, p, out); });
+    conv2d_dnnl(x, w, bias, p, out, post);
+    return;
   }
+  LATHE_DISPATCH_FLOATING(x.dtype(), "conv2d", [&] {
+    if (post.empty()) {
+      conv2d_direct<scalar_t>(x, w, bias, p, out);
+      return;
+    }
+    Tensor conv = empty(out.sizes(), out.dtype());
+    conv2d_direct<scalar_t>(x, w, bias, p, conv);
+    apply_post_ops<scalar_t>(conv, post, out);
+  });
 }
 
 }  // namespace lathe::detail

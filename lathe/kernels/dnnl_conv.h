@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "lathe/core/tensor.h"
+#include "lathe/kernels/post_ops.h"
 
 namespace lathe::detail {
 
@@ -15,10 +16,12 @@ struct Conv2dParams {
   int64_t groups = 1;
 };
 
-// out = conv2d(x, w) + bias. x [N,C,H,W] in any layout, w [O,C/groups,KH,KW], bias [O] or
-// undefined; out is preallocated [N,O,OH,OW] (any dense layout; channels-last is the fast one).
+using ConvPostOps = PostOps;
+
+// out = conv2d(x, w) + bias, then `post`. x [N,C,H,W] in any layout, w [O,C/groups,KH,KW], bias [O]
+// or undefined; out is preallocated [N,O,OH,OW] (any dense layout; channels-last is the fast one).
 // Shapes must already be validated.
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
-                    const Tensor& out);
+                    const Tensor& out, const ConvPostOps& post = {});
 
 }  // namespace lathe::detail

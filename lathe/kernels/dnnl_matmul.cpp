@@ -49,10 +49,11 @@ memory::desc operand_md(const Tensor& t) {
 }
 
 std::shared_ptr<DnnlPrimitive> make_matmul(const memory::desc& a, const memory::desc& b,
-                                           const memory::desc& bias, const memory::desc& dst) {
+                                           const memory::desc& bias, const memory::desc& dst,
+                                           const PostOps& post = {}) {
   try {
     dnnl::matmul::desc d(a, b, bias, dst);
-    dnnl::matmul::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
+    dnnl::matmul::primitive_desc pd(d, dnnl_post_ops_attr(post), dnnl_engine());
     auto r = std::make_shared<DnnlPrimitive>();
     r->pd = pd;
     r->prim = dnnl::matmul(pd);
@@ -138,24 +139,28 @@ void matmul_direct(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 }
 
 std::shared_ptr<DnnlPrimitive> make_linear(const memory::desc& x_md, int64_t K, int64_t N,
-                                           bool with_bias, const memory::desc& dst) {
+                                           bool with_bias, const memory::desc& dst,
+                                           const PostOps& post) {
   memory::desc w_any({K, N}, memory::data_type::f32, memory::format_tag::any);
   memory::desc bias_md = with_bias
                              ? memory::desc({1, N}, memory::data_type::f32, memory::format_tag::ab)
                              : memory::desc();
-  return make_matmul(x_md, w_any, bias_md, dst);
+  return make_matmul(x_md, w_any, bias_md, dst, post);
 }
 
-void linear_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, const Tensor& out) {
+void linear_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, const Tensor& out,
+                 const PostOps& post) {
   Tensor x = gemm_readable(x_in) ? x_in : to_contiguous(x_in);
   Tensor w = w_in.is_non_overlapping_and_dense() ? w_in : to_contiguous(w_in);
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
   const int64_t K = x.shape()[1], N = w.shape()[0];
   DnnlKey key;
   key.add(3).add(x.shape()).add(x.int_strides()).add(N).add(bias.defined() ? 1 : 0);
-  key.add(out.int_strides()).add(dnnl_prepare_threads());
+  key.add(out.int_strides());
+  dnnl_add_post_ops_key(key, post);
+  key.add(dnnl_prepare_threads());
   auto prim = dnnl_cached_primitive(
-      key, [&] { return make_linear(dnnl_md(x), K, N, bias.defined(), dnnl_md(out)); });
+      key, [&] { return make_linear(dnnl_md(x), K, N, bias.defined(), dnnl_md(out), post); });
   LATHE_CHECK(prim != nullptr, "[linear] oneDNN rejected x ", x.shape_string(), " weight ",
               w.shape_string());
   const dnnl::primitive_desc& pd = prim->pd;
@@ -202,13 +207,32 @@ void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out) {
   }
 }
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
+                    const PostOps& post) {
   if (out.numel() == 0) return;
   if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
-    linear_dnnl(x, w, bias, out);
-  } else {
-    LATHE_DISPATCH_FLOATING(x.dtype(), "linear", [&] { linear_direct<scalar_t>(x, w, bias, out); });
+    linear_dnnl(x, w, bias, out, post);
+    return;
   }
+  LATHE_DISPATCH_FLOATING(x.dtype(), "linear", [&] {
+    if (post.empty()) {
+      linear_direct<scalar_t>(x, w, bias, out);
+      return;
+    }
+    Tensor plain = empty(out.sizes(), out.dtype());
+    linear_direct<scalar_t>(x, w, bias, plain);
+    const int64_t M = out.shape()[0], N = out.shape()[1];
+    auto pt = plain.int_strides(), ot = out.int_strides();
+    const scalar_t* pp = static_cast<const scalar_t*>(plain.raw_data());
+    scalar_t* op = static_cast<scalar_t*>(out.raw_data());
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        scalar_t& o = op[i * ot[0] + j * ot[1]];
+        scalar_t v = apply_post_act(pp[i * pt[0] + j * pt[1]], post.act, post.act_lo, post.act_hi);
+        if (post.sum) v += o;
+        o = apply_post_act(v, post.act2, post.act2_lo, post.act2_hi);
+      }
+  });
 }
 
 }  // namespace lathe::detail

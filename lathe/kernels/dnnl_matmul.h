@@ -3,6 +3,7 @@
 #pragma once
 
 #include "lathe/core/tensor.h"
+#include "lathe/kernels/post_ops.h"
 
 namespace lathe::detail {
 
@@ -10,7 +11,9 @@ namespace lathe::detail {
 // (>= 2); each batch dim of a and b equals out's or is 1 (broadcast). out is preallocated.
 void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out);
 
-// out[M, N] = x[M, K] @ w[N, K]^T + bias[N] (bias may be undefined). out is preallocated.
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out);
+// out[M, N] = x[M, K] @ w[N, K]^T + bias[N] (bias may be undefined), then `post` (with
+// post.sum, out holds the addend before the call). out is preallocated.
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
+                    const PostOps& post = {});
 
 }  // namespace lathe::detail

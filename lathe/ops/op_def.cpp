@@ -17,6 +17,7 @@ OpRegistry& OpRegistry::global() {
     detail::register_shape_ops(*r);
     detail::register_nn_ops(*r);
     detail::register_dnnl_ops(*r);
+    detail::register_fused_ops(*r);
     return r;
   }();
   return *reg;

@@ -12,6 +12,7 @@ void register_reduction_ops(OpRegistry& r);    // reduction_ops.cpp
 void register_shape_ops(OpRegistry& r);        // shape_ops.cpp (cat, stack)
 void register_nn_ops(OpRegistry& r);           // nn_ops.cpp (softmax, norms, dropout, ...)
 void register_dnnl_ops(OpRegistry& r);         // dnnl_ops.cpp (conv, matmul, linear, pooling)
+void register_fused_ops(OpRegistry& r);        // fused_ops.cpp (conv2d_fused)
 
 // Looks up a registered op once and caches the pointer (for the free functions).
 #define LATHE_OP(name_literal)                                                         \

@@ -3,6 +3,7 @@
 // tests/oracle/ref_models.py), and forward output shapes at small sizes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>

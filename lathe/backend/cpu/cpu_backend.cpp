@@ -1,0 +1,95 @@
+#include "lathe/backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "lathe/backend/cpu/fuse_conv.h"
+#include "lathe/backend/cpu/fuse_linear.h"
+#include "lathe/backend/cpu/rewrite.h"
+#include "lathe/backend/interpreter.h"
+#include "lathe/ir/passes.h"
+
+namespace lathe::backend {
+namespace cpu {
+namespace {
+
+std::vector<std::string> split_list(const char* s) {
+  std::vector<std::string> out;
+  if (!s) return out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool log_passes() {
+  for (const std::string& t : split_list(std::getenv("LATHE_LOGS")))
+    if (t == "passes" || t == "all") return true;
+  return false;
+}
+
+std::unique_ptr<ir::Graph> copy_graph(const ir::Graph& g) {
+  return rewrite_graph(g, [](const ir::Node&, GraphCopy&) { return false; });
+}
+
+}  // namespace
+
+const std::vector<std::string>& pass_names() {
+  static const std::vector<std::string> names{"fuse_conv", "fuse_linear", "dce"};
+  return names;
+}
+
+std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
+                                      const std::vector<std::string>& disabled) {
+  std::vector<std::string> off = split_list(std::getenv("LATHE_DISABLE_PASSES"));
+  off.insert(off.end(), disabled.begin(), disabled.end());
+  for (const std::string& name : off)
+    LATHE_CHECK(std::find(pass_names().begin(), pass_names().end(), name) != pass_names().end(),
+                "[cpu] unknown pass '", name, "' in LATHE_DISABLE_PASSES or the disabled list");
+  const bool log = log_passes();
+  std::unique_ptr<ir::Graph> cur = copy_graph(g);
+  for (const std::string& name : pass_names()) {
+    if (std::find(off.begin(), off.end(), name) != off.end()) continue;
+    std::string summary;
+    if (name == "fuse_conv") {
+      FuseConvStats s;
+      cur = fuse_conv(*cur, &s);
+      summary = lathe::detail::str(s.fused, " fused (", s.bn_folded, " with batch norm, ",
+                                   s.residual, " with a residual add)");
+    } else if (name == "fuse_linear") {
+      FuseLinearStats s;
+      cur = fuse_linear(*cur, &s);
+      summary = lathe::detail::str(s.fused, " fused (", s.act, " with an activation, ", s.residual,
+                                   " with a residual add)");
+    } else if (name == "dce") {
+      summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");
+    }
+    cur->verify();
+    if (log)
+      std::cerr << "[lathe.passes] after " << name << ": " << summary << "\n"
+                << cur->to_string() << "\n";
+  }
+  return cur;
+}
+
+}  // namespace cpu
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::unique_ptr<Executable> compile(const ir::Graph& graph) override {
+    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph);
+    return make_interpreter_backend()->compile(*g);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace lathe::backend

@@ -1,0 +1,33 @@
+// The optimizing CPU backend ("cpu"): a pipeline of named graph passes, then the flat step list
+// of the interpreter over the rewritten graph.
+//
+// Passes, in order (each in its own file, tested alone):
+//   fuse_conv   conv2d + inference batch_norm + relu/hardtanh + residual add + relu/hardtanh
+//               -> conv2d_fused (batch norm folded into the weights, the rest as oneDNN post-ops)
+//   fuse_linear linear + relu/gelu + residual add -> linear_fused (one matmul with post-ops)
+//   dce         drops what the rewrites left unused
+//
+// LATHE_LOGS=passes (or all) prints the graph after each pass to stderr;
+// LATHE_DISABLE_PASSES=fuse_conv,... turns passes off (for bisecting a wrong result).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lathe/backend/backend.h"
+
+namespace lathe::backend {
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+namespace cpu {
+// The pass names, in pipeline order.
+const std::vector<std::string>& pass_names();
+// Runs the pipeline on a copy of g; `disabled` names passes to skip (in addition to
+// LATHE_DISABLE_PASSES). Each pass's output is verified.
+std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
+                                      const std::vector<std::string>& disabled = {});
+}  // namespace cpu
+
+}  // namespace lathe::backend

@@ -1,0 +1,89 @@
+#include "lathe/backend/cpu/fuse_linear.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "lathe/backend/cpu/match.h"
+#include "lathe/backend/cpu/rewrite.h"
+#include "lathe/ops/register.h"
+
+namespace lathe::backend::cpu {
+namespace {
+
+struct Chain {
+  std::vector<const ir::Node*> nodes;  // linear first, in graph order
+  std::string act = "none";
+  const ir::Value* residual = nullptr;
+};
+
+// relu or gelu reading v: the linear_fused activation name, or "".
+std::string act_of(const ir::Node* n, const ir::Value* v) {
+  if (!n || n->inputs().size() != 1 || n->inputs()[0] != v) return "";
+  if (is_op(n, "relu")) return "relu";
+  if (is_op(n, "gelu")) {
+    const std::string& approx = n->attrs().get_string("approximate");
+    if (approx == "none") return "gelu";
+    if (approx == "tanh") return "gelu_tanh";
+  }
+  return "";
+}
+
+Chain match_chain(const ir::Node* linear, const std::unordered_set<const ir::Value*>& outs) {
+  Chain c;
+  c.nodes.push_back(linear);
+  const ir::Value* v = linear->output();
+  const ir::Node* next = sole_user(v, outs);
+  if (std::string act = act_of(next, v); !act.empty()) {
+    c.act = act;
+    c.nodes.push_back(next);
+    v = next->output();
+    next = sole_user(v, outs);
+  }
+  if (const ir::Value* r = residual_operand(next, v)) {
+    c.residual = r;
+    c.nodes.push_back(next);
+  }
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<ir::Graph> fuse_linear(const ir::Graph& g, FuseLinearStats* stats) {
+  const OpDef& fused_op = LATHE_OP("linear_fused");
+  std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
+  std::vector<ir::Node*> order = g.nodes();
+  std::unordered_map<const ir::Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+
+  std::unordered_map<const ir::Node*, Chain> by_last;
+  std::unordered_set<const ir::Node*> absorbed;
+  for (const ir::Node* n : order) {
+    if (!is_op(n, "linear") || absorbed.count(n)) continue;
+    Chain c = match_chain(n, outs);
+    if (c.nodes.size() < 2 || writes_inside(c.nodes, order, position)) continue;
+    for (const ir::Node* m : c.nodes) absorbed.insert(m);
+    by_last.emplace(c.nodes.back(), std::move(c));
+  }
+
+  FuseLinearStats s;
+  auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
+    auto it = by_last.find(&n);
+    if (it == by_last.end()) return absorbed.count(&n) != 0;  // inside a chain: dropped
+    const Chain& c = it->second;
+    const ir::Node* lin = c.nodes.front();
+    std::vector<ir::Value*> inputs{copy[lin->inputs()[0]], copy[lin->inputs()[1]],
+                                   copy[lin->inputs()[2]], c.residual ? copy[c.residual] : nullptr};
+    Attrs attrs{{"act", c.act}};
+    ir::Node* f =
+        copy.graph->add_node(fused_op, std::move(inputs), std::move(attrs), {n.output()->type()});
+    copy.map[n.output()] = f->output();
+    ++s.fused;
+    s.act += c.act != "none";
+    s.residual += c.residual != nullptr;
+    return true;
+  });
+  if (stats) *stats = s;
+  return out;
+}
+
+}  // namespace lathe::backend::cpu

@@ -1,0 +1,274 @@
+// Fused ops that the optimizing backend's passes produce (they are ordinary ops: eager can run
+// them too, the verifier checks them, the printer shows them).
+//
+// conv2d_fused(x, weight, bias, bn_mean, bn_var, bn_weight, bn_bias, residual):
+//   y = conv2d(x, weight, bias)                                  (attrs as conv2d)
+//   y = batch_norm(y, bn_mean, bn_var, bn_weight, bn_bias, eps)  (inference; when bn_mean given)
+//   y = act(y); y = y + residual (when given); y = act2(y)
+// act / act2 are "none", "relu", "clip" (clamp to [act_min, act_max]: relu6, hardtanh), "gelu"
+// or "gelu_tanh".
+//
+// linear_fused(x, weight, bias, residual): y = act(linear(x, weight, bias)); y += residual (when
+// given); act as above; one oneDNN matmul with post-ops. The
+// batch norm is folded into the convolution's weight and bias (computed in f64 and cached
+// against the six tensors' storages and versions, so an in-place update of any of them refolds),
+// and the rest runs as oneDNN post-ops: one pass over the output instead of four.
+#include <algorithm>
+#include <cmath>
+#include <list>
+#include <memory>
+#include <mutex>
+
+#include "lathe/kernels/dnnl_conv.h"
+#include "lathe/kernels/dnnl_matmul.h"
+#include "lathe/kernels/elementwise.h"
+#include "lathe/ops/ops.h"
+#include "lathe/ops/register.h"
+
+namespace lathe {
+namespace {
+
+enum Input { kX, kWeight, kBias, kMean, kVar, kGamma, kBeta, kResidual, kNumInputs };
+
+detail::PostOps::Act parse_act(const Attrs& a, const char* name, const char* op = "conv2d_fused") {
+  const std::string& s = a.get_string(name);
+  if (s == "none") return detail::PostOps::Act::none;
+  if (s == "relu") return detail::PostOps::Act::relu;
+  if (s == "clip") return detail::PostOps::Act::clip;
+  if (s == "gelu") return detail::PostOps::Act::gelu_erf;
+  if (s == "gelu_tanh") return detail::PostOps::Act::gelu_tanh;
+  throw Error(detail::str("[", op, "] ", name,
+                          " must be none, relu, clip, gelu or gelu_tanh, got '", s, "'"));
+}
+
+detail::ConvPostOps post_ops(const Attrs& a, bool residual) {
+  detail::ConvPostOps p;
+  p.act = parse_act(a, "act");
+  p.act_lo = static_cast<float>(a.get_double("act_min"));
+  p.act_hi = static_cast<float>(a.get_double("act_max"));
+  p.sum = residual;
+  p.act2 = parse_act(a, "act2");
+  p.act2_lo = static_cast<float>(a.get_double("act2_min"));
+  p.act2_hi = static_cast<float>(a.get_double("act2_max"));
+  return p;
+}
+
+detail::Conv2dParams conv_params(const Attrs& a) {
+  detail::Conv2dParams p;
+  auto s = a.get_ints("stride"), pad = a.get_ints("padding"), d = a.get_ints("dilation");
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = s[i];
+    p.padding[i] = pad[i];
+    p.dilation[i] = d[i];
+  }
+  p.groups = a.get_int("groups");
+  return p;
+}
+
+std::vector<TensorMeta> conv2d_fused_rule(TensorList in, const Attrs& a) {
+  LATHE_CHECK(in.size() == kNumInputs, "[conv2d_fused] takes ", int(kNumInputs), " inputs, got ",
+              in.size());
+  std::vector<TensorMeta> m = LATHE_OP("conv2d").shape(in.subspan(0, 3), a);
+  const SymInt O = in[kWeight].sizes()[0];
+  const bool bn = in[kMean].defined();
+  LATHE_CHECK(bn == in[kVar].defined(), "[conv2d_fused] bn_mean and bn_var come together");
+  LATHE_CHECK(bn || (!in[kGamma].defined() && !in[kBeta].defined()),
+              "[conv2d_fused] bn_weight / bn_bias need bn_mean and bn_var");
+  const char* names[] = {"", "", "", "bn_mean", "bn_var", "bn_weight", "bn_bias"};
+  for (int i = kMean; i <= kBeta; ++i) {
+    if (!in[i].defined()) continue;
+    LATHE_CHECK(in[i].dim() == 1 && in[i].sizes()[0] == O, "[conv2d_fused] ", names[i], " ",
+                in[i].shape_string(), " must have shape [", O, "] (out_channels)");
+    LATHE_CHECK(in[i].dtype() == in[kX].dtype(), "[conv2d_fused] ", names[i], " ",
+                in[i].shape_string(), " must have the input's dtype ", dtype_name(in[kX].dtype()));
+  }
+  if (bn) LATHE_CHECK(a.get_double("eps") >= 0, "[conv2d_fused] eps must be non-negative");
+  const Tensor& r = in[kResidual];
+  if (r.defined())
+    LATHE_CHECK(r.sizes() == m[0].sizes && r.dtype() == m[0].dtype, "[conv2d_fused] residual ",
+                r.shape_string(), " must have the output's shape and dtype (input ",
+                in[kX].shape_string(), ", weight ", in[kWeight].shape_string(), ")");
+  post_ops(a, false);  // validates the activation names
+  return m;
+}
+
+// ---- batch norm folded into the convolution, cached ----
+// The cache key is the weight's identity (storage, offset, version) and the exact bytes of the
+// five small per-channel vectors (bias, mean, var, gamma, beta): comparing a few KB per call is
+// cheaper than trusting version counters that eager's inference batch norm bumps too.
+
+struct FoldKey {
+  std::weak_ptr<Storage> weight_storage;
+  const Storage* weight_ptr = nullptr;
+  int64_t weight_offset = 0;
+  uint64_t weight_version = 0;
+  std::vector<Shape> weight_shape_strides;
+  std::string vectors;  // bytes of bias, mean, var, gamma, beta (with a defined/undefined tag)
+  double eps = 0;
+};
+
+std::string vector_bytes(const Tensor* ts) {
+  std::string bytes;
+  for (int i = 1; i < 6; ++i) {
+    const Tensor& t = ts[i];
+    bytes.push_back(t.defined() ? 1 : 0);
+    if (!t.defined()) continue;
+    Tensor c = t.is_contiguous() ? t : t.contiguous();
+    bytes.append(static_cast<const char*>(c.raw_data()), c.numel() * itemsize(c.dtype()));
+  }
+  return bytes;
+}
+
+FoldKey make_key(const Tensor* ts, double eps) {
+  const Tensor& w = ts[0];
+  FoldKey k;
+  k.weight_storage = w.impl().storage;
+  k.weight_ptr = w.impl().storage.get();
+  k.weight_offset = w.storage_offset();
+  k.weight_version = w.impl().storage->version();
+  k.weight_shape_strides = {w.sizes(), w.strides()};
+  k.vectors = vector_bytes(ts);
+  k.eps = eps;
+  return k;
+}
+
+bool same_key(const FoldKey& a, const FoldKey& b) {
+  return a.weight_ptr == b.weight_ptr && a.weight_offset == b.weight_offset &&
+         a.weight_version == b.weight_version && a.eps == b.eps && a.vectors == b.vectors &&
+         a.weight_shape_strides.size() == b.weight_shape_strides.size() &&
+         a.weight_shape_strides[0].size() == b.weight_shape_strides[0].size() &&
+         std::equal(
+             a.weight_shape_strides[0].begin(), a.weight_shape_strides[0].end(),
+             b.weight_shape_strides[0].begin(),
+             [](const SymInt& x, const SymInt& y) { return x.maybe_int() == y.maybe_int(); }) &&
+         std::equal(
+             a.weight_shape_strides[1].begin(), a.weight_shape_strides[1].end(),
+             b.weight_shape_strides[1].begin(),
+             [](const SymInt& x, const SymInt& y) { return x.maybe_int() == y.maybe_int(); }) &&
+         a.weight_storage.lock().get() == b.weight_ptr;  // the same storage, not a new one there
+}
+
+struct Folded {
+  FoldKey key;
+  Tensor weight, bias;
+};
+
+// ts: weight, bias, mean, var, gamma, beta. w' = w * s[o], b' = (b - mean) * s + beta with
+// s = gamma / sqrt(var + eps), in f64.
+Folded fold(const Tensor* ts, double eps, FoldKey key) {
+  const Tensor& w = ts[0];
+  const int64_t O = w.size(0).expect_int();
+  auto vec = [&](const Tensor& t, double dflt) {
+    if (!t.defined()) return std::vector<double>(O, dflt);
+    return t.to(DType::f64).contiguous().to_vector<double>();
+  };
+  std::vector<double> b = vec(ts[1], 0), mean = vec(ts[2], 0), var = vec(ts[3], 1),
+                      gamma = vec(ts[4], 1), beta = vec(ts[5], 0);
+  std::vector<double> scale(O), shift(O);
+  for (int64_t o = 0; o < O; ++o) {
+    scale[o] = gamma[o] / std::sqrt(var[o] + eps);
+    shift[o] = (b[o] - mean[o]) * scale[o] + beta[o];
+  }
+  Tensor wd = w.to(DType::f64).contiguous();
+  const int64_t per = w.numel() / std::max<int64_t>(O, 1);
+  double* wp = wd.data<double>();
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t k = 0; k < per; ++k) wp[o * per + k] *= scale[o];
+  Folded f;
+  f.weight = wd.to(w.dtype());
+  f.bias = from_vector(shift, {O}).to(w.dtype());
+  f.key = std::move(key);
+  return f;
+}
+
+// A small most-recently-used list: a model has one entry per fused conv.
+std::pair<Tensor, Tensor> folded_weight_bias(const Tensor* ts, double eps) {
+  static std::mutex mu;
+  static std::list<Folded> cache;
+  constexpr size_t kMaxEntries = 1024;
+  FoldKey key = make_key(ts, eps);
+  {
+    std::lock_guard lock(mu);
+    for (auto it = cache.begin(); it != cache.end(); ++it) {
+      if (!same_key(it->key, key)) continue;
+      if (it != cache.begin()) cache.splice(cache.begin(), cache, it);
+      return {cache.front().weight, cache.front().bias};
+    }
+  }
+  Folded f = fold(ts, eps, std::move(key));
+  std::lock_guard lock(mu);
+  cache.push_front(f);
+  if (cache.size() > kMaxEntries) cache.pop_back();
+  return {f.weight, f.bias};
+}
+
+Tensor batched(const Tensor& t) { return t.dim() == 4 ? t : t.unsqueeze(0); }
+
+std::vector<Tensor> conv2d_fused_kernel(TensorList in, const Attrs& a,
+                                        const std::vector<TensorMeta>& m) {
+  Tensor w = in[kWeight], b = in[kBias];
+  if (in[kMean].defined()) {
+    const Tensor ts[6] = {in[kWeight], in[kBias], in[kMean], in[kVar], in[kGamma], in[kBeta]};
+    std::tie(w, b) = folded_weight_bias(ts, a.get_double("eps"));
+  }
+  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
+  const bool residual = in[kResidual].defined();
+  if (residual) kernels::copy(out, in[kResidual]);
+  detail::conv2d_forward(batched(in[kX]), w, b, conv_params(a), batched(out),
+                         post_ops(a, residual));
+  return {out};
+}
+
+// ---- linear_fused(x, weight, bias, residual): y = act(linear(x, weight, bias)) [+ residual] ----
+
+enum LinearInput { kLx, kLweight, kLbias, kLresidual, kLinearInputs };
+
+std::vector<TensorMeta> linear_fused_rule(TensorList in, const Attrs& a) {
+  LATHE_CHECK(in.size() == kLinearInputs, "[linear_fused] takes ", int(kLinearInputs),
+              " inputs, got ", in.size());
+  std::vector<TensorMeta> m = LATHE_OP("linear").shape(in.subspan(0, 3), a);
+  const Tensor& r = in[kLresidual];
+  if (r.defined())
+    LATHE_CHECK(r.sizes() == m[0].sizes && r.dtype() == m[0].dtype, "[linear_fused] residual ",
+                r.shape_string(), " must have the output's shape and dtype (input ",
+                in[kLx].shape_string(), ", weight ", in[kLweight].shape_string(), ")");
+  parse_act(a, "act", "linear_fused");
+  return m;
+}
+
+std::vector<Tensor> linear_fused_kernel(TensorList in, const Attrs& a,
+                                        const std::vector<TensorMeta>& m) {
+  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
+  const bool residual = in[kLresidual].defined();
+  if (residual) kernels::copy(out, in[kLresidual]);
+  const int64_t K = in[kLweight].size(1).expect_int(), N = in[kLweight].size(0).expect_int();
+  Tensor x2 = in[kLx].reshape({-1, K});
+  Tensor o2 = out.view({-1, N});
+  detail::PostOps post;
+  post.act = parse_act(a, "act", "linear_fused");
+  post.sum = residual;
+  detail::linear_forward(x2, in[kLweight], in[kLbias], o2, post);
+  return {out};
+}
+
+}  // namespace
+
+namespace detail {
+void register_fused_ops(OpRegistry& r) {
+  OpDef linear;
+  linear.name = "linear_fused";
+  linear.num_inputs = kLinearInputs;
+  linear.shape = linear_fused_rule;
+  linear.kernel = linear_fused_kernel;
+  r.add(std::move(linear));
+
+  OpDef op;
+  op.name = "conv2d_fused";
+  op.num_inputs = kNumInputs;
+  op.shape = conv2d_fused_rule;
+  op.kernel = conv2d_fused_kernel;
+  r.add(std::move(op));
+}
+}  // namespace detail
+
+}  // namespace lathe
