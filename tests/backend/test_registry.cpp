@@ -39,7 +39,7 @@ TEST(BackendRegistry, RegistersByNameOnceAndListsKnownNamesOnUnknown) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
-                 "[backend] unknown backend 'tensorrt'; known backends: interpreter, test.null");
+                 "[backend] unknown backend 'tensorrt'; known backends: cpu, interpreter, test.null");
   }
 }
 
