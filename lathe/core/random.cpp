@@ -17,6 +17,16 @@ double Generator::normal(double mean, double stddev) {
   return std::normal_distribution<double>(mean, stddev)(engine_);
 }
 
+std::mt19937_64 Generator::state() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return engine_;
+}
+
+void Generator::set_state(const std::mt19937_64& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_ = s;
+}
+
 int64_t Generator::randint(int64_t lo, int64_t hi) {
   LATHE_CHECK(lo < hi, "[randint] empty range [", lo, ", ", hi, ")");
   std::lock_guard<std::mutex> lock(mu_);

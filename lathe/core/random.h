@@ -22,6 +22,11 @@ class Generator {
   void fill_uniform(const Tensor& t, double lo, double hi);
   void fill_normal(const Tensor& t, double mean, double stddev);
 
+  // The engine's state, and setting it back: the draws after set_state(s) repeat those after
+  // state() returned s (compile's verification mode runs one call twice).
+  std::mt19937_64 state();
+  void set_state(const std::mt19937_64& s);
+
  private:
   std::mutex mu_;
   std::mt19937_64 engine_;
