@@ -8,6 +8,7 @@
 #include "lathe/sym/sym_error.h"
 #include "lathe/trace/compile_logs.h"
 #include "lathe/trace/dim_hints.h"
+#include "lathe/trace/module_guards.h"
 #include "lathe/trace/verify.h"
 
 namespace lathe::detail {
@@ -352,8 +353,10 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
     }
   }
   std::vector<Tensor> outs;
+  ModuleCollector modules_read;
   {
     Tracer::Scope scope(tracer);
+    ModuleCollector::Scope module_scope(modules_read);
     outs = fn_(fake_args);
   }
 
@@ -399,14 +402,13 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
   graph.verify();
 
   entry->guards.record_call(args);
-  if (module_)
-    for (auto& [path, m] : module_->named_modules()) entry->guards.record_module(m, path);
   entry->guards.set_program(entry->env->produce_guards(tracer.sources()));
 
   entry->captured = tracer.captured();
   for (const Tensor& c : entry->captured)
     entry->captured_buffers.push_back(on_lazy(c) ? device_buffer(c) : c);
   plan_captures(*entry, tracer, graph);
+  guard_modules(*entry, module_.get(), modules_read);
   entry->input_origin = tracer.input_origin();
   entry->bindings = tracer.bindings();
   for (const SymbolBinding& b : entry->bindings)
