@@ -313,6 +313,15 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
   entry.capture_input.assign(n, -1);
   entry.capture_names.assign(n, "");
   const std::vector<int>& origin = tracer.input_origin();
+  // Graph inputs that an output is or views: an output must not alias a constant of the trace.
+  std::vector<uint8_t> returned(origin.size(), 0);
+  for (const ir::Value* v : graph.outputs())
+    if (int r = tracer.root_input(v); r >= 0) returned[r] = 1;
+  for (const OutputSpec& o : entry.outputs)
+    if (o.kind == OutputSpec::Kind::kCaptured) {
+      for (size_t pos = 0; pos < origin.size(); ++pos)
+        if (origin[pos] == -1 - o.index) returned[pos] = 1;
+    }
   for (size_t pos = 0; pos < origin.size(); ++pos) {
     if (origin[pos] >= 0) {
       entry.on_lazy_device |= graph.inputs()[pos]->type().device.kind() == DeviceKind::lazy;
@@ -321,7 +330,13 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
     const size_t k = static_cast<size_t>(-1 - origin[pos]);
     entry.capture_input[k] = static_cast<int>(pos);
     entry.capture_names[k] = "captured tensor '" + graph.input_sources()[pos].name + "'";
-    if (tracer.input_written(pos)) entry.written_captures.push_back(static_cast<int>(k));
+    // A tensor the function made (zeros, full, ...) is new at every eager call: when the graph
+    // writes it or returns it (or a view of it), each call gets a fresh copy of it.
+    const bool written = tracer.input_written(pos);
+    if (tracer.made_while_tracing(k) && (written || returned[pos]))
+      entry.fresh_capture[k] = 1;
+    else if (written)
+      entry.written_captures.push_back(static_cast<int>(k));
     entry.on_lazy_device |= on_lazy(entry.captured[k]);
   }
   for (uint8_t lazy : entry.output_lazy) entry.on_lazy_device |= lazy != 0;
