@@ -9,6 +9,7 @@
 #include "lathe/trace/compile_logs.h"
 #include "lathe/trace/dim_hints.h"
 #include "lathe/trace/module_guards.h"
+#include "lathe/trace/trace_errors.h"
 #include "lathe/trace/verify.h"
 
 namespace lathe::detail {
@@ -372,7 +373,11 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
   {
     Tracer::Scope scope(tracer);
     ModuleCollector::Scope module_scope(modules_read);
-    outs = fn_(fake_args);
+    try {
+      outs = fn_(fake_args);
+    } catch (const Error& e) {
+      rethrow_traced_error(e, traced_sizes(args, fake_args), options_);
+    }
   }
 
   // Outputs: arguments and captured tensors returned as they are (same handle, as in eager);

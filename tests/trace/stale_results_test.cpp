@@ -10,6 +10,7 @@
 #include "lathe/nn/layers.h"
 #include "lathe/ops/ops.h"
 #include "lathe/trace/compile.h"
+#include "lathe/trace/trace_errors.h"
 #include "test_util.h"
 
 using namespace lathe;
@@ -447,4 +448,45 @@ TEST(FreshOutputs, OutputsOfTwoCallsNeverShareMemory) {
   EXPECT_TRUE(a[0].impl().storage == x.impl().storage);  // a view of the argument, as eager
   for (size_t i = 1; i < a.size(); ++i)
     EXPECT_FALSE(a[i].impl().storage == b[i].impl().storage) << "output " << i;
+}
+
+// ---------------------------------------------------------------- item 9: messages
+
+TEST(TraceErrors, PrintTracedSizesAndSayWhatToChange) {
+  CompileOptions o;
+  o.name = "rows_of_8";
+  o.dynamic = DynamicPolicy::kDynamic;
+  auto f = compile([](const std::vector<Tensor>& in) { return in[0].reshape({-1, 8}); }, o);
+  try {
+    f({randn_seeded({20}, 1)});
+    FAIL() << "20 elements are not rows of 8";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(contains(m, "[reshape] shape [-1,8] is invalid for input f32[s0=20]")) << m;
+    EXPECT_FALSE(contains(m, "f32[s0]")) << m;
+    EXPECT_TRUE(contains(m, "While tracing 'rows_of_8' with symbolic sizes (s0 = arg0.size(0))"))
+        << m;
+    EXPECT_TRUE(contains(m, "lathe::mark_static(tensor, dim)")) << m;
+    EXPECT_TRUE(contains(m, "DynamicPolicy::kStatic")) << m;
+  }
+  EXPECT_EQ(f.stats().failed_traces, 1);
+}
+
+TEST(TraceErrors, SymbolsInsideExpressionsAreListed) {
+  std::vector<detail::TracedSize> sizes = {{"s0", 20, "arg0.size(0)"}, {"s1", 3, "arg0.size(1)"}};
+  EXPECT_EQ(detail::with_traced_sizes("f32[s0,s1] has 2*s0 rows; s12 and cos0 are not symbols",
+                                      sizes),
+            "f32[s0=20,s1=3] has 2*s0 rows; s12 and cos0 are not symbols (s0=20)");
+}
+
+TEST(TraceErrors, StaticTracesAreUnchanged) {
+  auto f = compile([](const std::vector<Tensor>& in) { return in[0].reshape({-1, 8}); });
+  try {
+    f({randn_seeded({20}, 1)});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "[reshape] shape [-1,8] is invalid for input f32[20]"))
+        << e.what();
+    EXPECT_FALSE(contains(e.what(), "mark_static")) << e.what();
+  }
 }
