@@ -6,6 +6,29 @@
 //   });
 //   auto y = f({a, b});  // traces and compiles; later calls with matching inputs reuse it
 //
+// What a later call checks (the guards): the arguments' kinds, dtypes, devices, ranks, layouts and
+// sizes (symbolic where dynamic), scalar arguments by value, grad mode, and every module whose
+// state the function read while tracing (compile(module), a module captured by the lambda, a
+// child found with child()): its structure version, training flag, and that each parameter and
+// buffer is still the tensor traced (a new tensor of the same type is used in its place).
+//
+// NOT seen: host values captured by the lambda. A C++ number, flag or string captured by value or
+// by reference is read once, while tracing, and frozen into the graph; rebinding a captured Tensor
+// variable is invisible too, and so is a module's plain C++ member (not a parameter, buffer, child
+// or the training flag). Pass such values as arguments instead: a scalar Arg is guarded by value.
+//
+//   double lr = 0.1;
+//   auto bad = lathe::compile([&lr](const std::vector<lathe::Tensor>& x) {
+//     return lathe::mul(x[0], lr);               // lr frozen at 0.1
+//   });
+//   auto good = lathe::compile([](const std::vector<lathe::Arg>& a) {
+//     return lathe::mul(std::get<lathe::Tensor>(a[0]), std::get<double>(a[1]));
+//   });
+//   good(std::vector<lathe::Arg>{x, lr});         // a new lr recompiles (guarded by value)
+//
+// CompileOptions::verify (or LATHE_COMPILE_VERIFY=1) runs the function eagerly beside the first
+// calls of each cache entry and throws on a mismatch, naming the function and the output.
+//
 // See docs/trace.md for guards, recompiles, logs and limitations.
 #pragma once
 
@@ -62,7 +85,7 @@ struct CompileStats {
   int64_t hits = 0;         // calls served by a cache entry
   int64_t compiles = 0;     // traces that produced an entry
   int64_t eager_calls = 0;  // calls run eagerly past the recompile limit
-  int64_t failed_traces = 0;  // traces that threw (the error reached the caller)
+  int64_t failed_traces = 0;   // traces that threw (the error reached the caller)
   int64_t verified_calls = 0;  // calls checked against eager (CompileOptions::verify)
 };
 

@@ -143,8 +143,8 @@ std::shared_ptr<const CacheEntry> CompileCache::lookup(const std::vector<Arg>& a
   }
   if (hit && hit_index > 0) {
     std::unique_lock lock(mu_);
-    auto it = std::find_if(entries_.begin(), entries_.end(),
-                           [&](const auto& e) { return e == hit; });
+    auto it =
+        std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e == hit; });
     if (it != entries_.end()) std::rotate(entries_.begin(), it, it + 1);
   }
   return hit;
@@ -206,15 +206,22 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
                       options_.recompile_limit, "): ", reason));
   }
   update_auto_dynamic(args);
+  // Counts the trace as failed unless it produces an entry.
+  struct FailedTraceCount {
+    std::atomic<int64_t>& count;
+    bool failed = true;
+    ~FailedTraceCount() {
+      if (failed) count.fetch_add(1, std::memory_order_relaxed);
+    }
+  } failed_trace{failed_traces_};
   std::unique_ptr<CacheEntry> entry;
   try {
-    try {
-      entry = trace(args, true);
-    } catch (const sym::ConstraintViolation&) {
-      throw;
-    } catch (const sym::DataDependentError&) {
-      throw;
-    } catch (const sym::SymError& e) {
+    entry = trace(args, true);
+  } catch (const sym::ConstraintViolation&) {
+    throw;
+  } catch (const sym::DataDependentError&) {
+    throw;
+  } catch (const sym::SymError& e) {
     // Some shape rule cannot handle a symbolic size: trace the automatic-dynamic dims static.
     bool had_auto = false;
     for (const auto& dims : auto_dynamic_)
@@ -226,11 +233,8 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
                   str("'", options_.name, "' cannot be traced with dynamic sizes (", e.what(),
                       "); tracing it with static sizes from now on"));
     entry = trace(args, false);
-    }
-  } catch (...) {
-    failed_traces_.fetch_add(1, std::memory_order_relaxed);
-    throw;
   }
+  failed_trace.failed = false;
   entry->id = compiles_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (log_enabled(LogTopic::kGuards))
     log_message(LogTopic::kGuards, str("guards of '", options_.name, "':\n", entry->guards_text));
@@ -257,8 +261,9 @@ std::vector<Tensor> CompileCache::run_entry(const CacheEntry& e, const std::vect
     written.emplace_back(str("argument ", i), *t);
   }
   for (int k : e.written_captures) written.emplace_back(e.capture_names[k], e.capture(k));
-  return verified_call(options_, str("call ", call + 1, " of cache entry #", e.id), written,
-                       [&] { return e.run(args); }, [&] { return fn_(args); });
+  return verified_call(
+      options_, str("call ", call + 1, " of cache entry #", e.id), written,
+      [&] { return e.run(args); }, [&] { return fn_(args); });
 }
 
 void CompileCache::update_auto_dynamic(const std::vector<Arg>& args) {
@@ -481,10 +486,6 @@ std::string CompileCache::guards_string(size_t i) const {
               " entries)");
   return entries_[i]->guards_text;
 }
-
-}  // namespace lathe::detail
-
-namespace lathe::detail {
 
 void CompileCache::reset() {
   std::unique_lock trace_lock(trace_mu_);

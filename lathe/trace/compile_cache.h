@@ -45,12 +45,12 @@ struct CacheEntry {
   // Per capture slot: a tensor made while tracing (zeros, full, ...) that the graph writes or an
   // output aliases. Each call gets a fresh copy of its traced value, as eager makes it anew.
   std::vector<uint8_t> fresh_capture;
-  std::vector<int> capture_input;       // per capture slot: its graph input position
+  std::vector<int> capture_input;          // per capture slot: its graph input position
   std::vector<std::string> capture_names;  // per capture slot: its graph input name
-  std::vector<int> written_captures;    // capture slots the graph writes in place
-  bool on_lazy_device = false;          // some input or output is on the lazy device
-  int64_t id = 0;                       // 1 for the function's first trace, 2 for the next, ...
-  mutable std::atomic<int64_t> calls{0};  // calls served, for verification
+  std::vector<int> written_captures;       // capture slots the graph writes in place
+  bool on_lazy_device = false;             // some input or output is on the lazy device
+  int64_t id = 0;                          // 1 for the function's first trace, 2 for the next, ...
+  mutable std::atomic<int64_t> calls{0};   // calls served, for verification
   std::vector<int> input_origin;  // per graph input: argument index, or -1 - capture slot
   std::vector<SymbolBinding> bindings;
   size_t num_symbols = 0;
@@ -81,8 +81,9 @@ class CompileCache {
  private:
   // The entry whose guards pass, moved to the front; null on a miss. On a miss, `reason` gets
   // the failing guard of the most recently used entry.
-  std::shared_ptr<const CacheEntry> lookup(const std::vector<Arg>& args, std::span<const sym::ArgView> views,
-                           std::string* reason);
+  std::shared_ptr<const CacheEntry> lookup(const std::vector<Arg>& args,
+                                           std::span<const sym::ArgView> views,
+                                           std::string* reason);
   std::unique_ptr<CacheEntry> trace(const std::vector<Arg>& args, bool allow_auto_dynamic);
   // Runs entry e, beside eager for its first calls when verification is on.
   std::vector<Tensor> run_entry(const CacheEntry& e, const std::vector<Arg>& args);

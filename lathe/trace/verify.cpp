@@ -16,8 +16,10 @@ int env_verify_calls() {
   if (!env || !*env) return 0;
   char* end = nullptr;
   long v = std::strtol(env, &end, 10);
-  LATHE_CHECK(*end == '\0' && v >= 0, "[compile] LATHE_COMPILE_VERIFY must be 0, 1 or a number of "
-              "calls to verify per cache entry, got '", env, "'");
+  LATHE_CHECK(*end == '\0' && v >= 0,
+              "[compile] LATHE_COMPILE_VERIFY must be 0, 1 or a number of "
+              "calls to verify per cache entry, got '",
+              env, "'");
   return v == 1 ? CompileOptions{}.verify_calls : static_cast<int>(v);
 }
 
@@ -46,8 +48,8 @@ std::optional<std::string> difference(const Tensor& got, const Tensor& want, dou
     }
   }
   if (!bad) return std::nullopt;
-  return str(got.shape_string(), ", largest difference at element ", worst, ": compiled ",
-             a[worst], ", eager ", b[worst], " (tolerance ", atol, " + ", rtol, " * |eager|)");
+  return str(got.shape_string(), ", largest difference at element ", worst, ": compiled ", a[worst],
+             ", eager ", b[worst], " (tolerance ", atol, " + ", rtol, " * |eager|)");
 }
 
 }  // namespace

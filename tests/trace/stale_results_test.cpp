@@ -72,8 +72,9 @@ TEST(Verify, CatchesAFrozenHostCapture) {
     f({x});
     FAIL() << "verification should have caught the frozen capture";
   } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "[compile.verify] 'scaled' call 2 of cache entry #1: output 0 "
-                                   "differs from eager"))
+    EXPECT_TRUE(contains(e.what(),
+                         "[compile.verify] 'scaled' call 2 of cache entry #1: output 0 "
+                         "differs from eager"))
         << e.what();
     EXPECT_TRUE(contains(e.what(), "scalar Arg")) << e.what();
   }
@@ -120,8 +121,8 @@ TEST(Verify, CatchesModuleStateThatIsNotAParameterBufferChildOrFlag) {
 TEST(Verify, CatchesRandomValuesFrozenByTracing) {
   // The class of item 3 that stays: a random factory runs once, while tracing, so even the
   // first call differs from an eager run that draws new numbers.
-  auto f = compile([](const std::vector<Tensor>& in) { return add(in[0], randn({3})); },
-                   verified());
+  auto f =
+      compile([](const std::vector<Tensor>& in) { return add(in[0], randn({3})); }, verified());
   EXPECT_THROW(f({zeros({3})}), Error);
 }
 
@@ -261,8 +262,9 @@ TEST(CompileLogSink, CapturesRecompileExplanations) {
   set_compile_logs("");
   std::vector<std::string> lines = logs.lines();
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_TRUE(contains(lines[0], "[lathe.recompiles] recompiling 'twice' (entry 2 of at most 8): "
-                                 "guard failed: arg0.size(0) == 2"))
+  EXPECT_TRUE(contains(lines[0],
+                       "[lathe.recompiles] recompiling 'twice' (entry 2 of at most 8): "
+                       "guard failed: arg0.size(0) == 2"))
       << lines[0];
 }
 
@@ -283,8 +285,8 @@ TEST(StaleParameters, ReassignedThroughParamIsSeen) {
 TEST(StaleParameters, OptimizerStepThroughTheReferenceIsSeen) {
   manual_seed(3);
   auto lin = nn::make<nn::Linear>(4, 2);
-  auto f = compile([lin](const std::vector<Tensor>& in) { return lin->forward(in[0]); },
-                   verified());
+  auto f =
+      compile([lin](const std::vector<Tensor>& in) { return lin->forward(in[0]); }, verified());
   Tensor x = randn_seeded({3, 4}, 1);
   Tensor g = randn_seeded({2, 4}, 2);
   for (int step = 0; step < 4; ++step) {
@@ -343,8 +345,8 @@ TEST(StaleModules, ChildSwappedInALambdaIsSeen) {
   auto seq = nn::make<nn::Sequential>();
   seq->push_back(nn::make<nn::Linear>(4, 4));
   seq->push_back(nn::make<nn::ReLU>());
-  auto f = compile([seq](const std::vector<Tensor>& in) { return seq->forward(in[0]); },
-                   verified());
+  auto f =
+      compile([seq](const std::vector<Tensor>& in) { return seq->forward(in[0]); }, verified());
   Tensor x = randn_seeded({3, 4}, 1);
   EXPECT_TRUE(same_values(f({x})[0], seq->forward(x)));
   seq->set_child("1", nn::make<nn::GELU>());
@@ -363,7 +365,8 @@ TEST(StaleModules, TrainEvalInALambdaIsSeen) {
   Tensor y = f({x})[0];
   EXPECT_FALSE(same_values(y, x));  // some elements dropped, the rest scaled
   EXPECT_EQ(f.stats().compiles, 2);
-  EXPECT_TRUE(contains(f.last_recompile_reason(), "is_training() == false")) << f.last_recompile_reason();
+  EXPECT_TRUE(contains(f.last_recompile_reason(), "is_training() == false"))
+      << f.last_recompile_reason();
   drop->eval();
   EXPECT_TRUE(same_values(f({x})[0], x));
   EXPECT_EQ(f.stats().compiles, 2);
@@ -387,8 +390,8 @@ TEST(StaleModules, ModulesOfANestedModuleTreeAreGuarded) {
   auto seq = nn::make<nn::Sequential>();
   seq->push_back(nn::make<nn::BatchNorm2d>(2));
   seq->train();
-  auto f = compile([seq](const std::vector<Tensor>& in) { return seq->forward(in[0]); },
-                   verified());
+  auto f =
+      compile([seq](const std::vector<Tensor>& in) { return seq->forward(in[0]); }, verified());
   Tensor x = randn_seeded({2, 2, 3, 3}, 1);
   f({x});
   seq->eval();
@@ -474,9 +477,9 @@ TEST(TraceErrors, PrintTracedSizesAndSayWhatToChange) {
 
 TEST(TraceErrors, SymbolsInsideExpressionsAreListed) {
   std::vector<detail::TracedSize> sizes = {{"s0", 20, "arg0.size(0)"}, {"s1", 3, "arg0.size(1)"}};
-  EXPECT_EQ(detail::with_traced_sizes("f32[s0,s1] has 2*s0 rows; s12 and cos0 are not symbols",
-                                      sizes),
-            "f32[s0=20,s1=3] has 2*s0 rows; s12 and cos0 are not symbols (s0=20)");
+  EXPECT_EQ(
+      detail::with_traced_sizes("f32[s0,s1] has 2*s0 rows; s12 and cos0 are not symbols", sizes),
+      "f32[s0=20,s1=3] has 2*s0 rows; s12 and cos0 are not symbols (s0=20)");
 }
 
 TEST(TraceErrors, StaticTracesAreUnchanged) {
