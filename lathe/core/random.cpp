@@ -191,6 +191,17 @@ uint64_t Generator::offset() const {
   return offset_;
 }
 
+Generator::State Generator::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {seed_, offset_};
+}
+
+void Generator::set_state(const State& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  seed_ = s.seed;
+  offset_ = s.offset;
+}
+
 Generator::Counters Generator::reserve(uint64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
   Counters c{seed_, offset_};

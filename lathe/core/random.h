@@ -39,6 +39,15 @@ class Generator {
   void fill_normal(const Tensor& t, double mean, double stddev);
   void fill_randint(const Tensor& t, int64_t lo, int64_t hi);
 
+  // The stream position (seed and counter), and setting it back: the draws after set_state(s) repeat those after
+  // state() returned s (compile's verification mode runs one call twice).
+  struct State {
+    uint64_t seed = 0;
+    uint64_t offset = 0;
+  };
+  State state() const;
+  void set_state(const State& s);
+
  private:
   struct Counters {
     uint64_t seed;

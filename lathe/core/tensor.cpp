@@ -80,6 +80,9 @@ namespace detail {
 static thread_local bool tls_tracing = false;
 bool is_tracing() { return tls_tracing; }
 void set_tracing(bool on) { tls_tracing = on; }
+static thread_local AllocationHook tls_allocation_hook = nullptr;
+void set_allocation_hook(AllocationHook hook) { tls_allocation_hook = hook; }
+AllocationHook allocation_hook() { return tls_allocation_hook; }
 }  // namespace detail
 
 // Reading the values of a fake tensor while tracing: say what to do instead.
@@ -329,6 +332,7 @@ Tensor empty_strided(const Shape& sizes, const Shape& strides, DType dtype) {
   impl->sizes = sizes;
   impl->strides = strides;
   impl->dtype = dtype;
+  if (detail::tls_allocation_hook) detail::tls_allocation_hook(impl.get());
   return Tensor(std::move(impl));
 }
 

@@ -43,6 +43,11 @@ namespace detail {
 // an error with advice instead of "no data".
 bool is_tracing();
 void set_tracing(bool on);
+// Called with every tensor that empty_strided (and so every factory) allocates on this thread
+// while set: the tracer tells constants made inside a traced function from captured tensors.
+using AllocationHook = void (*)(const TensorImpl* impl);
+void set_allocation_hook(AllocationHook hook);
+AllocationHook allocation_hook();
 // Set by lathe/lazy when the first lazy tensor is made: runs pending lazy work so a lazy
 // tensor's data can be read (raw_data / item / to_vector call it for lazy tensors).
 using LazySyncHook = void (*)();

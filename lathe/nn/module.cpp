@@ -5,6 +5,20 @@
 
 namespace lathe::nn {
 
+namespace {
+thread_local ModuleAccessObserver* tls_observer = nullptr;
+}  // namespace
+
+ModuleAccessObserver* set_module_access_observer(ModuleAccessObserver* observer) {
+  ModuleAccessObserver* prev = tls_observer;
+  tls_observer = observer;
+  return prev;
+}
+
+void Module::note_access() const {
+  if (tls_observer) tls_observer->on_access(*this);
+}
+
 std::vector<Tensor> Module::forward_all(const std::vector<Tensor>& inputs) {
   LATHE_CHECK(inputs.size() == 1, "[", type_name(), "] forward takes 1 input, got ", inputs.size());
   return {forward(inputs[0])};
@@ -50,6 +64,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
 
 void Module::collect(const std::string& prefix, bool params, bool buffers, bool only_persistent,
                      std::vector<std::pair<std::string, Tensor>>& out) const {
+  note_access();
   if (params)
     for (const auto& [name, t] : params_)
       if (t.defined()) out.emplace_back(prefix + name, t);
@@ -86,6 +101,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
               "] named_modules() needs the module to be owned by a std::shared_ptr (nn::make); "
               "use apply() inside constructors");
   out.emplace_back("", std::move(self));
+  note_access();
   for (const auto& [name, child] : children_)
     for (auto& [sub, m] : child->named_modules())
       out.emplace_back(sub.empty() ? name : name + "." + sub, m);
@@ -206,18 +222,28 @@ void Module::set_child(const std::string& name, std::shared_ptr<Module> m) {
 }
 
 Tensor& Module::param(const std::string& name) {
+  note_access();
   for (auto& [n, t] : params_)
     if (n == name) return t;
   throw Error(detail::str("[", type_name(), "] has no parameter '", name, "'"));
 }
 
 Tensor& Module::buffer(const std::string& name) {
+  note_access();
   for (Buffer& b : buffers_)
     if (b.name == name) return b.t;
   throw Error(detail::str("[", type_name(), "] has no buffer '", name, "'"));
 }
 
+std::vector<std::pair<std::string, const Tensor*>> Module::tensor_slots() const {
+  std::vector<std::pair<std::string, const Tensor*>> out;
+  for (const auto& [name, t] : params_) out.emplace_back(name, &t);
+  for (const Buffer& b : buffers_) out.emplace_back(b.name, &b.t);
+  return out;
+}
+
 std::shared_ptr<Module> Module::child(const std::string& name) const {
+  note_access();
   for (const auto& [n, c] : children_)
     if (n == name) return c;
   throw Error(detail::str("[", type_name(), "] has no child module '", name, "'"));

@@ -14,6 +14,21 @@
 
 namespace lathe::nn {
 
+class Module;
+
+// Told about every module whose state (parameters, buffers, children, training flag) is read on
+// this thread while installed: lathe::compile installs one while tracing and guards those modules,
+// however the traced function reached them.
+class ModuleAccessObserver {
+ public:
+  virtual void on_access(const Module& m) = 0;
+
+ protected:
+  ~ModuleAccessObserver() = default;
+};
+// Installs `observer` on this thread (null: none); returns the previous one.
+ModuleAccessObserver* set_module_access_observer(ModuleAccessObserver* observer);
+
 class Module : public std::enable_shared_from_this<Module> {
  public:
   virtual ~Module() = default;
@@ -28,6 +43,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;  // persistent or not
   std::vector<Tensor> parameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
+    note_access();
     return children_;
   }
   // Every module in the tree with its dotted path ("" for this one), pre-order. The module must
@@ -55,14 +71,24 @@ class Module : public std::enable_shared_from_this<Module> {
 
   virtual void train(bool on = true);
   void eval() { train(false); }
-  bool is_training() const { return training_; }
+  bool is_training() const {
+    note_access();
+    return training_;
+  }
 
   // Replaces the tensor of a registered parameter / buffer, or a child (structure change).
   void set_parameter(const std::string& name, Tensor t);
   void set_buffer(const std::string& name, Tensor t);
   void set_child(const std::string& name, std::shared_ptr<Module> m);
+  // The tensor the module holds. Assigning to the reference (`param("w") = t`, `w = w - lr * g`)
+  // replaces it without changing the structure version; compiled functions check the tensor
+  // object of every parameter and buffer of the modules they read, and use the new one.
   Tensor& param(const std::string& name);
   Tensor& buffer(const std::string& name);
+  // This module's parameters, then buffers (not its descendants'): name and the slot holding the
+  // tensor (stable for the module's life). lathe::compile guards that each still holds the
+  // tensor it traced.
+  std::vector<std::pair<std::string, const Tensor*>> tensor_slots() const;
   std::shared_ptr<Module> child(const std::string& name) const;
 
   // Increases whenever a parameter, buffer or child of this module (not its descendants) is
@@ -84,9 +110,12 @@ class Module : public std::enable_shared_from_this<Module> {
   // Throws unless `name` is a valid, unused attribute name of this module.
   void check_new_name(const std::string& name, const char* what) const;
 
-  bool training_ = true;
-
  private:
+  // Tells the thread's ModuleAccessObserver (lathe::compile while tracing) this module was read.
+  void note_access() const;
+
+  // Private so that every read goes through is_training(), which tracing observes.
+  bool training_ = true;
   void collect(const std::string& prefix, bool params, bool buffers, bool only_persistent,
                std::vector<std::pair<std::string, Tensor>>& out) const;
   // Deques keep the references returned by register_*/param()/buffer() valid.

@@ -53,6 +53,7 @@ std::string CompiledFunction::graph_string(size_t entry) const {
 std::string CompiledFunction::guards_string(size_t entry) const {
   return cache_->guards_string(entry);
 }
+void CompiledFunction::reset() { cache_->reset(); }
 
 CompiledFunction compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
   return CompiledFunction(std::move(module), std::move(options));

@@ -6,6 +6,29 @@
 //   });
 //   auto y = f({a, b});  // traces and compiles; later calls with matching inputs reuse it
 //
+// What a later call checks (the guards): the arguments' kinds, dtypes, devices, ranks, layouts and
+// sizes (symbolic where dynamic), scalar arguments by value, grad mode, and every module whose
+// state the function read while tracing (compile(module), a module captured by the lambda, a
+// child found with child()): its structure version, training flag, and that each parameter and
+// buffer is still the tensor traced (a new tensor of the same type is used in its place).
+//
+// NOT seen: host values captured by the lambda. A C++ number, flag or string captured by value or
+// by reference is read once, while tracing, and frozen into the graph; rebinding a captured Tensor
+// variable is invisible too, and so is a module's plain C++ member (not a parameter, buffer, child
+// or the training flag). Pass such values as arguments instead: a scalar Arg is guarded by value.
+//
+//   double lr = 0.1;
+//   auto bad = lathe::compile([&lr](const std::vector<lathe::Tensor>& x) {
+//     return lathe::mul(x[0], lr);               // lr frozen at 0.1
+//   });
+//   auto good = lathe::compile([](const std::vector<lathe::Arg>& a) {
+//     return lathe::mul(std::get<lathe::Tensor>(a[0]), std::get<double>(a[1]));
+//   });
+//   good(std::vector<lathe::Arg>{x, lr});         // a new lr recompiles (guarded by value)
+//
+// CompileOptions::verify (or LATHE_COMPILE_VERIFY=1) runs the function eagerly beside the first
+// calls of each cache entry and throws on a mismatch, naming the function and the output.
+//
 // See docs/trace.md for guards, recompiles, logs and limitations.
 #pragma once
 
@@ -41,6 +64,16 @@ struct CompileOptions {
   int recompile_limit = 8;
   bool error_on_recompile_limit = false;
   std::string name = "fn";  // how logs and errors name the function
+  // Verification (a debugging aid for stale results): for the first `verify_calls` calls served
+  // by each cache entry, the function also runs eagerly on the same inputs (arguments and the
+  // tensors the graph writes are restored in between, so state is updated once) and the call
+  // throws lathe::Error naming the function and the first output (or written tensor) where
+  // |compiled - eager| > verify_atol + verify_rtol * |eager|. Also switched on by the environment:
+  // LATHE_COMPILE_VERIFY=1 (or =N for N calls per entry).
+  bool verify = false;
+  int verify_calls = 10;
+  double verify_rtol = 1e-4;
+  double verify_atol = 1e-5;
 };
 
 // One argument of a compiled call. Scalars are guarded by value: a different value recompiles.
@@ -52,6 +85,8 @@ struct CompileStats {
   int64_t hits = 0;         // calls served by a cache entry
   int64_t compiles = 0;     // traces that produced an entry
   int64_t eager_calls = 0;  // calls run eagerly past the recompile limit
+  int64_t failed_traces = 0;   // traces that threw (the error reached the caller)
+  int64_t verified_calls = 0;  // calls checked against eager (CompileOptions::verify)
 };
 
 namespace detail {
@@ -84,6 +119,9 @@ class CompiledFunction {
   // The captured graph (Graph::to_string) and the guards of entry i, most recently used first.
   std::string graph_string(size_t entry = 0) const;
   std::string guards_string(size_t entry = 0) const;
+  // Drops every cache entry and the automatic-dynamic and warning state, as if the function had
+  // never been called (the next call traces again); counters are kept.
+  void reset();
 
  private:
   std::shared_ptr<detail::CompileCache> cache_;
@@ -133,5 +171,13 @@ void mark_static(const Tensor& t, int64_t dim);
 // Log topics, as LATHE_LOGS: a comma list of "recompiles", "guards", "graph" (or "all"). Read
 // from the environment at first use; this call replaces the setting (for tests and tools).
 void set_compile_logs(const std::string& topics);
+
+// Receives every compile log line and warning (recompiles, guards, graph, the recompile-limit
+// warning), one complete message per call without a trailing newline, e.g.
+// "[lathe.recompiles] recompiling 'fn' (entry 2 of at most 8): guard failed: ...". Called under a
+// lock, one message at a time, from whichever thread compiles.
+using CompileLogSink = std::function<void(const std::string& message)>;
+// Replaces the sink (an empty function restores the default, stderr); returns the previous one.
+CompileLogSink set_compile_log_sink(CompileLogSink sink);
 
 }  // namespace lathe

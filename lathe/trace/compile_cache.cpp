@@ -8,6 +8,9 @@
 #include "lathe/sym/sym_error.h"
 #include "lathe/trace/compile_logs.h"
 #include "lathe/trace/dim_hints.h"
+#include "lathe/trace/module_guards.h"
+#include "lathe/trace/trace_errors.h"
+#include "lathe/trace/verify.h"
 
 namespace lathe::detail {
 
@@ -33,6 +36,14 @@ class ArgViews {
 };
 
 const Tensor& tensor_at(const std::vector<Arg>& args, int i) { return std::get<Tensor>(args[i]); }
+
+// The first argument holding the same tensor object as argument i.
+size_t first_same(const std::vector<Arg>& args, size_t i) {
+  const Tensor& t = std::get<Tensor>(args[i]);
+  for (size_t j = 0; j < i; ++j)
+    if (const Tensor* u = std::get_if<Tensor>(&args[j]); u && u->is_same(t)) return j;
+  return i;
+}
 
 bool on_lazy(const Tensor& t) { return t.defined() && t.device().kind() == DeviceKind::lazy; }
 
@@ -63,6 +74,13 @@ void resolve_symbols(ir::Graph& graph, sym::ShapeEnv& env) {
   }
 }
 
+// A new tensor with t's values, sizes and strides (t is dense: a factory made it).
+Tensor fresh_copy(const Tensor& t) {
+  Tensor c = empty_like(t);
+  c.copy_(t);
+  return c;
+}
+
 }  // namespace
 
 // Lazy tensors run as CPU views of their device buffers (the kernels read and write the device
@@ -76,10 +94,13 @@ std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
       inputs.push_back(on_lazy(t) ? device_buffer(t) : t);
       continue;
     }
-    const Tensor& c = captured[-1 - o];
+    const Tensor& c = capture(-1 - o);
     const Tensor& b = captured_buffers[-1 - o];
-    if (!on_lazy(c) ||
-        (c.impl().storage == b.impl().storage && c.storage_offset() == b.storage_offset())) {
+    if (fresh_capture[-1 - o]) {
+      inputs.push_back(fresh_copy(c));
+    } else if (!on_lazy(c)) {
+      inputs.push_back(c);
+    } else if (c.impl().storage == b.impl().storage && c.storage_offset() == b.storage_offset()) {
       inputs.push_back(b);
     } else {
       // The capture was written lazily since the trace (pending) or holds a new buffer.
@@ -110,7 +131,8 @@ std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
         result.push_back(tensor_at(args, o.index));
         break;
       case OutputSpec::Kind::kCaptured:
-        result.push_back(captured[o.index]);
+        result.push_back(fresh_capture[o.index] ? inputs[capture_input[o.index]]
+                                                : capture(o.index));
         break;
       case OutputSpec::Kind::kUndefined:
         result.emplace_back();
@@ -126,18 +148,20 @@ CompileCache::CompileCache(CompiledFunction::Fn fn, CompileOptions options,
   LATHE_CHECK(options_.recompile_limit >= 1, "[compile] recompile_limit must be at least 1, got ",
               options_.recompile_limit);
   backend::create_backend(options_.backend);  // fails early on an unknown name
+  verify_calls_ = verify_call_count(options_);
 }
 
-const CacheEntry* CompileCache::lookup(const std::vector<Arg>& args,
-                                       std::span<const sym::ArgView> views, std::string* reason) {
-  const CacheEntry* hit = nullptr;
+std::shared_ptr<const CacheEntry> CompileCache::lookup(const std::vector<Arg>& args,
+                                                       std::span<const sym::ArgView> views,
+                                                       std::string* reason) {
+  std::shared_ptr<const CacheEntry> hit;
   size_t hit_index = 0;
   {
     std::shared_lock lock(mu_);
     for (size_t i = 0; i < entries_.size(); ++i) {
       GuardFailure f = entries_[i]->guards.check(args, views);
       if (f.ok()) {
-        hit = entries_[i].get();
+        hit = entries_[i];
         hit_index = i;
         break;
       }
@@ -146,8 +170,8 @@ const CacheEntry* CompileCache::lookup(const std::vector<Arg>& args,
   }
   if (hit && hit_index > 0) {
     std::unique_lock lock(mu_);
-    auto it = std::find_if(entries_.begin(), entries_.end(),
-                           [&](const auto& e) { return e.get() == hit; });
+    auto it =
+        std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e == hit; });
     if (it != entries_.end()) std::rotate(entries_.begin(), it, it + 1);
   }
   return hit;
@@ -166,16 +190,16 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     }
   }
   ArgViews views(args);
-  if (const CacheEntry* e = lookup(args, views.span(), nullptr)) {
+  if (std::shared_ptr<const CacheEntry> e = lookup(args, views.span(), nullptr)) {
     hits_.fetch_add(1, std::memory_order_relaxed);
-    return e->run(args);
+    return run_entry(*e, args);
   }
   std::unique_lock trace_lock(trace_mu_);
   std::string reason;
-  if (const CacheEntry* e = lookup(args, views.span(), &reason)) {  // compiled meanwhile
-    trace_lock.unlock();
+  if (std::shared_ptr<const CacheEntry> e = lookup(args, views.span(), &reason)) {
+    trace_lock.unlock();  // compiled meanwhile
     hits_.fetch_add(1, std::memory_order_relaxed);
-    return e->run(args);
+    return run_entry(*e, args);
   }
   size_t n;
   {
@@ -192,7 +216,7 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     if (options_.error_on_recompile_limit) throw Error(msg);
     if (!warned_) {
       warned_ = true;
-      std::cerr << "[lathe] warning: " << msg << "; running it eagerly from now on\n";
+      log_warning(msg + "; running it eagerly from now on");
     }
     trace_lock.unlock();
     eager_calls_.fetch_add(1, std::memory_order_relaxed);
@@ -209,6 +233,14 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
                       options_.recompile_limit, "): ", reason));
   }
   update_auto_dynamic(args);
+  // Counts the trace as failed unless it produces an entry.
+  struct FailedTraceCount {
+    std::atomic<int64_t>& count;
+    bool failed = true;
+    ~FailedTraceCount() {
+      if (failed) count.fetch_add(1, std::memory_order_relaxed);
+    }
+  } failed_trace{failed_traces_};
   std::unique_ptr<CacheEntry> entry;
   try {
     entry = trace(args, true);
@@ -229,18 +261,36 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
                   str("'", options_.name, "' cannot be traced with dynamic sizes (", why,
                       "); tracing it with static sizes from now on"));
   }
-  compiles_.fetch_add(1, std::memory_order_relaxed);
+  failed_trace.failed = false;
+  entry->id = compiles_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (log_enabled(LogTopic::kGuards))
     log_message(LogTopic::kGuards, str("guards of '", options_.name, "':\n", entry->guards_text));
   if (log_enabled(LogTopic::kGraph))
     log_message(LogTopic::kGraph, str("graph of '", options_.name, "':\n", entry->graph_text));
-  const CacheEntry* e = entry.get();
+  std::shared_ptr<const CacheEntry> e(std::move(entry));
   {
     std::unique_lock lock(mu_);
-    entries_.insert(entries_.begin(), std::move(entry));
+    entries_.insert(entries_.begin(), std::const_pointer_cast<CacheEntry>(e));
   }
   trace_lock.unlock();
-  return e->run(args);
+  return run_entry(*e, args);
+}
+
+std::vector<Tensor> CompileCache::run_entry(const CacheEntry& e, const std::vector<Arg>& args) {
+  if (verify_calls_ <= 0 || e.on_lazy_device) return e.run(args);
+  const int64_t call = e.calls.fetch_add(1, std::memory_order_relaxed);
+  if (call >= verify_calls_) return e.run(args);
+  verified_calls_.fetch_add(1, std::memory_order_relaxed);
+  std::vector<std::pair<std::string, Tensor>> written;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor* t = std::get_if<Tensor>(&args[i]);
+    if (!t || !t->defined() || first_same(args, i) != i) continue;
+    written.emplace_back(str("argument ", i), *t);
+  }
+  for (int k : e.written_captures) written.emplace_back(e.capture_names[k], e.capture(k));
+  return verified_call(
+      options_, str("call ", call + 1, " of cache entry #", e.id), written,
+      [&] { return e.run(args); }, [&] { return fn_(args); });
 }
 
 bool CompileCache::traces_dynamic() const {
@@ -297,6 +347,47 @@ std::vector<DimChoice> CompileCache::dim_choices(size_t arg, const Tensor& t,
   return dims;
 }
 
+namespace {
+
+// Fills the per-capture fields of `entry` (captured already set) from the trace.
+void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& graph) {
+  const size_t n = entry.captured.size();
+  entry.capture_slots.assign(n, nullptr);
+  entry.fresh_capture.assign(n, 0);
+  entry.capture_input.assign(n, -1);
+  entry.capture_names.assign(n, "");
+  const std::vector<int>& origin = tracer.input_origin();
+  // Graph inputs that an output is or views: an output must not alias a constant of the trace.
+  std::vector<uint8_t> returned(origin.size(), 0);
+  for (const ir::Value* v : graph.outputs())
+    if (int r = tracer.root_input(v); r >= 0) returned[r] = 1;
+  for (const OutputSpec& o : entry.outputs)
+    if (o.kind == OutputSpec::Kind::kCaptured) {
+      for (size_t pos = 0; pos < origin.size(); ++pos)
+        if (origin[pos] == -1 - o.index) returned[pos] = 1;
+    }
+  for (size_t pos = 0; pos < origin.size(); ++pos) {
+    if (origin[pos] >= 0) {
+      entry.on_lazy_device |= graph.inputs()[pos]->type().device.kind() == DeviceKind::lazy;
+      continue;
+    }
+    const size_t k = static_cast<size_t>(-1 - origin[pos]);
+    entry.capture_input[k] = static_cast<int>(pos);
+    entry.capture_names[k] = "captured tensor '" + graph.input_sources()[pos].name + "'";
+    // A tensor the function made (zeros, full, ...) is new at every eager call: when the graph
+    // writes it or returns it (or a view of it), each call gets a fresh copy of it.
+    const bool written = tracer.input_written(pos);
+    if (tracer.made_while_tracing(k) && (written || returned[pos]))
+      entry.fresh_capture[k] = 1;
+    else if (written)
+      entry.written_captures.push_back(static_cast<int>(k));
+    entry.on_lazy_device |= on_lazy(entry.captured[k]);
+  }
+  for (uint8_t lazy : entry.output_lazy) entry.on_lazy_device |= lazy != 0;
+}
+
+}  // namespace
+
 std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
                                                 bool allow_auto_dynamic) {
   // Captured lazy tensors (parameters on the device) must hold their data to be lifted.
@@ -321,9 +412,15 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
     }
   }
   std::vector<Tensor> outs;
+  ModuleCollector modules_read;
   {
     Tracer::Scope scope(tracer);
-    outs = fn_(fake_args);
+    ModuleCollector::Scope module_scope(modules_read);
+    try {
+      outs = fn_(fake_args);
+    } catch (const Error& e) {
+      rethrow_traced_error(e, traced_sizes(args, fake_args), options_);
+    }
   }
 
   // Outputs: arguments and captured tensors returned as they are (same handle, as in eager);
@@ -370,13 +467,13 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
   log_specialized_dims(tracer, *entry->env);
 
   entry->guards.record_call(args);
-  if (module_)
-    for (auto& [path, m] : module_->named_modules()) entry->guards.record_module(m, path);
   entry->guards.set_program(entry->env->produce_guards(tracer.sources()));
 
   entry->captured = tracer.captured();
   for (const Tensor& c : entry->captured)
     entry->captured_buffers.push_back(on_lazy(c) ? device_buffer(c) : c);
+  plan_captures(*entry, tracer, graph);
+  guard_modules(*entry, module_.get(), modules_read);
   entry->input_origin = tracer.input_origin();
   entry->bindings = tracer.bindings();
   for (const SymbolBinding& b : entry->bindings)
@@ -410,6 +507,8 @@ CompileStats CompileCache::stats() const {
   s.hits = hits_.load();
   s.compiles = compiles_.load();
   s.eager_calls = eager_calls_.load();
+  s.failed_traces = failed_traces_.load();
+  s.verified_calls = verified_calls_.load();
   return s;
 }
 
@@ -443,6 +542,17 @@ std::string CompileCache::guards_string(size_t i) const {
   LATHE_CHECK(i < entries_.size(), "[compile] no cache entry ", i, " (", entries_.size(),
               " entries)");
   return entries_[i]->guards_text;
+}
+
+void CompileCache::reset() {
+  std::unique_lock trace_lock(trace_mu_);
+  std::unique_lock lock(mu_);
+  entries_.clear();  // calls running an entry on other threads keep it alive until they return
+  last_reason_.clear();
+  frame_sizes_.clear();
+  auto_dynamic_.clear();
+  auto_dynamic_failed_ = false;
+  warned_ = false;
 }
 
 }  // namespace lathe::detail

@@ -38,6 +38,19 @@ struct CacheEntry {
   // Per graph output: true when the traced value lives on the lazy device, so the executable's
   // buffer is handed back as lazy device data.
   std::vector<uint8_t> output_lazy;
+  // Per capture slot: the parameter or buffer slot of a guarded module that holds the capture.
+  // Calls read the slot (the guards let it hold a new tensor of the traced type, as after
+  // `w = w - lr * g`); null for other captures, used as they are.
+  std::vector<const Tensor*> capture_slots;
+  // Per capture slot: a tensor made while tracing (zeros, full, ...) that the graph writes or an
+  // output aliases. Each call gets a fresh copy of its traced value, as eager makes it anew.
+  std::vector<uint8_t> fresh_capture;
+  std::vector<int> capture_input;          // per capture slot: its graph input position
+  std::vector<std::string> capture_names;  // per capture slot: its graph input name
+  std::vector<int> written_captures;       // capture slots the graph writes in place
+  bool on_lazy_device = false;             // some input or output is on the lazy device
+  int64_t id = 0;                          // 1 for the function's first trace, 2 for the next, ...
+  mutable std::atomic<int64_t> calls{0};   // calls served, for verification
   std::vector<int> input_origin;  // per graph input: argument index, or -1 - capture slot
   std::vector<SymbolBinding> bindings;
   size_t num_symbols = 0;
@@ -45,6 +58,10 @@ struct CacheEntry {
   std::string graph_text;
   std::string guards_text;
 
+  // The tensor capture slot k stands for at this call.
+  const Tensor& capture(size_t k) const {
+    return capture_slots[k] ? *capture_slots[k] : captured[k];
+  }
   std::vector<Tensor> run(const std::vector<Arg>& args) const;
 };
 
@@ -59,13 +76,17 @@ class CompileCache {
   std::string last_recompile_reason() const;
   std::string graph_string(size_t i) const;
   std::string guards_string(size_t i) const;
+  void reset();
 
  private:
   // The entry whose guards pass, moved to the front; null on a miss. On a miss, `reason` gets
   // the failing guard of the most recently used entry.
-  const CacheEntry* lookup(const std::vector<Arg>& args, std::span<const sym::ArgView> views,
-                           std::string* reason);
+  std::shared_ptr<const CacheEntry> lookup(const std::vector<Arg>& args,
+                                           std::span<const sym::ArgView> views,
+                                           std::string* reason);
   std::unique_ptr<CacheEntry> trace(const std::vector<Arg>& args, bool allow_auto_dynamic);
+  // Runs entry e, beside eager for its first calls when verification is on.
+  std::vector<Tensor> run_entry(const CacheEntry& e, const std::vector<Arg>& args);
   std::vector<DimChoice> dim_choices(size_t arg, const Tensor& t, bool allow_auto_dynamic) const;
   void update_auto_dynamic(const std::vector<Arg>& args);
   // True when the next trace makes some argument size a symbol (besides mark_dynamic).
@@ -74,10 +95,11 @@ class CompileCache {
 
   CompiledFunction::Fn fn_;
   CompileOptions options_;
+  int verify_calls_ = 0;  // calls of each entry to verify (options or LATHE_COMPILE_VERIFY)
   std::shared_ptr<nn::Module> module_;
 
   mutable std::shared_mutex mu_;                      // entries_ and last_reason_
-  std::vector<std::unique_ptr<CacheEntry>> entries_;  // most recently used first
+  std::vector<std::shared_ptr<CacheEntry>> entries_;  // most recently used first
   std::string last_reason_;
 
   std::mutex trace_mu_;  // serializes tracing, auto-dynamic state and the warning
@@ -87,6 +109,7 @@ class CompileCache {
   bool warned_ = false;
 
   std::atomic<int64_t> calls_{0}, hits_{0}, compiles_{0}, eager_calls_{0};
+  std::atomic<int64_t> failed_traces_{0}, verified_calls_{0};
 };
 
 }  // namespace lathe::detail

@@ -26,9 +26,11 @@ unsigned parse_topics(const std::string& s) {
       flags |= unsigned(LogTopic::kGraph);
     else if (item == "all")
       flags |= 7u;
+    else if (item == "passes")
+      ;  // read by the cpu backend (lathe/backend/cpu/cpu_backend.cpp)
     else if (!item.empty())
       throw Error(
-          str("[compile] unknown log topic '", item, "' (known: recompiles, guards, graph, all)"));
+          str("[compile] unknown log topic '", item, "' (known: recompiles, guards, graph, passes, all)"));
   }
   return flags;
 }
@@ -39,7 +41,7 @@ std::atomic<unsigned>& flags() {
     try {
       return env ? parse_topics(env) : 0u;
     } catch (const Error& e) {
-      std::cerr << e.what() << " in LATHE_LOGS; ignored\n";
+      log_warning(str(e.what(), " in LATHE_LOGS; ignored"));
       return 0u;
     }
   }();
@@ -64,18 +66,47 @@ bool log_enabled(LogTopic topic) {
   return (flags().load(std::memory_order_relaxed) & unsigned(topic)) != 0;
 }
 
-void log_message(LogTopic topic, const std::string& text) {
+namespace {
+
+std::mutex& sink_mutex() {
   static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  std::cerr << "[lathe." << topic_name(topic) << "] " << text;
-  if (text.empty() || text.back() != '\n') std::cerr << '\n';
+  return mu;
+}
+
+CompileLogSink& sink() {  // guarded by sink_mutex()
+  static CompileLogSink s;
+  return s;
+}
+
+void emit(std::string message) {
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  std::lock_guard<std::mutex> lock(sink_mutex());
+  if (sink()) {
+    sink()(message);
+    return;
+  }
+  std::cerr << message << '\n';
   std::cerr.flush();
 }
+
+}  // namespace
+
+void log_message(LogTopic topic, const std::string& text) {
+  emit(str("[lathe.", topic_name(topic), "] ", text));
+}
+
+void log_warning(const std::string& text) { emit("[lathe] warning: " + text); }
 
 }  // namespace detail
 
 void set_compile_logs(const std::string& topics) {
   detail::flags().store(detail::parse_topics(topics), std::memory_order_relaxed);
+}
+
+CompileLogSink set_compile_log_sink(CompileLogSink sink) {
+  std::lock_guard<std::mutex> lock(detail::sink_mutex());
+  std::swap(detail::sink(), sink);
+  return sink;
 }
 
 }  // namespace lathe

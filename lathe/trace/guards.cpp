@@ -100,6 +100,24 @@ bool layout_matches(const EntryGuards::TensorCheck& c, const Tensor& t) {
   return layout_of(t) == c.layout;
 }
 
+// True when `t` may stand in for the tensor a slot held while tracing.
+bool same_type(const EntryGuards::SlotCheck& c, const Tensor& t) {
+  if (!t.defined() || t.dtype() != c.dtype || !(t.device() == c.device) ||
+      t.dim() != static_cast<int64_t>(c.sizes.size()))
+    return false;
+  for (size_t d = 0; d < c.sizes.size(); ++d)
+    if (t.sizes()[d].maybe_int() != c.sizes[d] || t.strides()[d].maybe_int() != c.strides[d])
+      return false;
+  return true;
+}
+
+bool slot_passes(const EntryGuards::SlotCheck& c) {
+  if (c.slot->impl_ptr().get() == c.traced.get()) return true;
+  return c.may_rebind && same_type(c, *c.slot);
+}
+
+std::string describe(const Tensor& t) { return t.defined() ? t.shape_string() : "undefined"; }
+
 }  // namespace
 
 void make_arg_views(const std::vector<Arg>& args, sym::ArgView* out) {
@@ -173,6 +191,8 @@ GuardFailure EntryGuards::check(const std::vector<Arg>& args,
     if (m.module->structure_version() != m.version || m.module->is_training() != m.training)
       return {S::kModule, static_cast<int32_t>(i)};
   }
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slot_passes(slots_[i])) return {S::kSlot, static_cast<int32_t>(i)};
   sym::GuardCheck r = program_.check(views);
   if (!r.ok()) return {S::kProgram, r.failed};
   return {};
@@ -258,6 +278,16 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
       }
       break;
     }
+    case S::kSlot: {
+      const SlotCheck& c = slots_[f.index];
+      os << "guard failed: " << c.name << " is the tensor traced";
+      if (c.may_rebind)
+        os << " or one of type " << dtype_name(c.dtype) << str(c.sizes) << " strides "
+           << str(c.strides) << " on " << c.device;
+      os << "  # re-assigned through param()/buffer() or a held reference; actual: a new tensor "
+         << describe(*c.slot);
+      break;
+    }
     case S::kProgram:
       os << program_.explain(views, sym::GuardCheck{f.index});
       break;
@@ -288,6 +318,13 @@ std::string EntryGuards::to_string() const {
     os << "module '" << m.path << "' (" << m.module->type_name()
        << ").structure_version() == " << m.version
        << ", is_training() == " << (m.training ? "true" : "false") << "\n";
+  for (const SlotCheck& c : slots_) {
+    os << c.name << " is the tensor traced";
+    if (c.may_rebind)
+      os << " or one of type " << dtype_name(c.dtype) << str(c.sizes) << " strides "
+         << str(c.strides);
+    os << "\n";
+  }
   os << program_.to_string();
   return os.str();
 }

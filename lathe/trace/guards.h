@@ -26,6 +26,7 @@ struct GuardFailure {
     kScalar,
     kGradMode,
     kModule,
+    kSlot,
     kProgram
   };
   Stage stage = Stage::kNone;
@@ -53,10 +54,25 @@ class EntryGuards {
     std::string path;
   };
 
+  // A parameter or buffer slot of a guarded module, and the tensor it held while tracing.
+  struct SlotCheck {
+    const Tensor* slot = nullptr;
+    std::shared_ptr<TensorImpl> traced;  // kept alive so that its address is not reused
+    // A new tensor with the traced dtype, device, sizes and strides passes (the entry reads the
+    // slot at each call); otherwise only the traced object does.
+    bool may_rebind = false;
+    DType dtype = DType::f32;
+    Device device;
+    std::vector<int64_t> sizes, strides;
+    std::string name;  // "module 'fc'.weight"
+  };
+
   // Records what the traced call looked like (everything but the program and the modules).
   void record_call(const std::vector<Arg>& args);
   // Records a module of the compiled tree (kept alive by `module`).
   void record_module(std::shared_ptr<nn::Module> module, std::string path);
+  // Records a parameter or buffer slot of a recorded module.
+  void record_slot(SlotCheck check) { slots_.push_back(std::move(check)); }
   void set_program(sym::GuardProgram program) { program_ = std::move(program); }
 
   // Checks a call; `views` are the arguments as the guard program reads them.
@@ -74,6 +90,7 @@ class EntryGuards {
   std::vector<int32_t> alias_of_;  // per argument: the earlier argument holding the same tensor
   bool grad_enabled_ = true;
   std::vector<ModuleCheck> modules_;
+  std::vector<SlotCheck> slots_;
   std::vector<std::shared_ptr<nn::Module>> keep_alive_;
   sym::GuardProgram program_;
 };

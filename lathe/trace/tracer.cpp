@@ -12,6 +12,8 @@ std::vector<Tensor> trace_hook(const OpDef& op, TensorList inputs, const Attrs& 
   return tls_tracer->record(op, inputs, attrs, std::move(metas));
 }
 
+void trace_allocation_hook(const TensorImpl* impl) { tls_tracer->note_allocation(impl); }
+
 // True when two sizes are the same without asking the ShapeEnv (no guard): equal constants or
 // the same expression.
 bool same_size(const SymInt& a, const SymInt& b) {
@@ -101,16 +103,21 @@ Tracer::Tracer(sym::ShapeEnv& env, ir::Graph& graph,
 Tracer::~Tracer() = default;
 
 Tracer::Scope::Scope(Tracer& t)
-    : prev_(tls_tracer), prev_hook_(dispatch_hook()), prev_tracing_(is_tracing()) {
+    : prev_(tls_tracer),
+      prev_hook_(dispatch_hook()),
+      prev_tracing_(is_tracing()),
+      prev_alloc_hook_(allocation_hook()) {
   tls_tracer = &t;
   set_dispatch_hook(trace_hook);
   set_tracing(true);
+  set_allocation_hook(trace_allocation_hook);
 }
 
 Tracer::Scope::~Scope() {
   tls_tracer = prev_;
   set_dispatch_hook(prev_hook_);
   set_tracing(prev_tracing_);
+  set_allocation_hook(prev_alloc_hook_);
 }
 
 Tensor Tracer::make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,
@@ -183,6 +190,7 @@ Tensor Tracer::add_argument(const Tensor& real, int arg, const std::vector<DimCh
   source.index = arg;
   source.name = "arg" + std::to_string(arg);
   ir::Value* v = graph_.add_input(type, source);
+  add_root(v);
   input_origin_.push_back(arg);
   bind(fake, v);
   arg_fakes_.emplace(real.impl_ptr().get(), fake);
@@ -213,9 +221,21 @@ ir::Value* Tracer::value_of(const Tensor& t) {
   ir::ValueType type{t.dtype(), t.device(), t.sizes(), t.strides()};
   ir::Value* v = graph_.add_input(type, source);
   captured_.push_back(t);
+  made_.push_back(allocated_.count(t.impl_ptr().get()) ? 1 : 0);
+  add_root(v);
   input_origin_.push_back(-1 - slot);
   bind(t, v);
   return v;
+}
+
+void Tracer::add_root(const ir::Value* input) {
+  roots_[input] = static_cast<int>(input_origin_.size());
+  written_.push_back(0);
+}
+
+int Tracer::root_input(const ir::Value* v) const {
+  auto it = roots_.find(v);
+  return it == roots_.end() ? -1 : it->second;
 }
 
 std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Attrs& attrs,
@@ -241,7 +261,15 @@ std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Att
       strides[i] = result_strides(inputs, m);
     types.push_back({m.dtype, m.device, m.sizes, strides[i]});
   }
+  for (int i : op.mutated_inputs) {
+    if (i >= static_cast<int>(ins.size()) || !ins[i]) continue;
+    if (int r = root_input(ins[i]); r >= 0) written_[r] = 1;
+  }
+  const int root0 = ins.empty() || !ins[0] ? -1 : root_input(ins[0]);
   ir::Node* node = graph_.add_node(op, std::move(ins), attrs, std::move(types));
+  // Views (and in-place results) alias input 0: they keep its root.
+  for (size_t i = 0; i < metas.size() && root0 >= 0; ++i)
+    if (metas[i].is_view) roots_[node->output(i)] = root0;
   const bool writes_input0 =
       std::find(op.mutated_inputs.begin(), op.mutated_inputs.end(), 0) != op.mutated_inputs.end();
   std::vector<Tensor> out;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lathe/core/tensor.h"
@@ -70,6 +71,7 @@ class Tracer {
     Tracer* prev_;
     DispatchHook prev_hook_;
     bool prev_tracing_;
+    AllocationHook prev_alloc_hook_;
   };
 
   // The graph value of a tensor met while tracing: a fake of this trace, or a concrete tensor
@@ -86,14 +88,24 @@ class Tracer {
   // The symbol of each binding, in the same order.
   const std::vector<const sym::Expr*>& binding_symbols() const { return binding_symbols_; }
   const std::vector<sym::Source>& sources() const { return sources_; }
+  // The graph input a value is or views (through view ops and in-place results), or -1.
+  int root_input(const ir::Value* v) const;
+  // True when some op wrote graph input `input` (or a view of it) in place.
+  bool input_written(size_t input) const { return input < written_.size() && written_[input]; }
+  // True when capture slot k is a tensor a factory made while this trace ran (a constant of the
+  // function, such as zeros({3}) in its body), not one that existed before.
+  bool made_while_tracing(size_t k) const { return made_[k] != 0; }
 
   std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
                              std::vector<TensorMeta>&& metas);
+  // A factory allocated this tensor while the trace runs.
+  void note_allocation(const TensorImpl* impl) { allocated_.insert(impl); }
 
  private:
   Tensor make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,
                    bool requires_grad);
   void bind(const Tensor& t, ir::Value* v) { values_[t.impl_ptr().get()] = v; }
+  void add_root(const ir::Value* input);  // before input_origin_ grows
 
   sym::ShapeEnv& env_;
   ir::Graph& graph_;
@@ -106,6 +118,10 @@ class Tracer {
   std::vector<SymbolBinding> bindings_;
   std::vector<const sym::Expr*> binding_symbols_;
   std::vector<sym::Source> sources_;
+  std::unordered_map<const ir::Value*, int> roots_;  // value -> the graph input it views
+  std::vector<uint8_t> written_;                     // per graph input
+  std::vector<uint8_t> made_;                        // per capture slot
+  std::unordered_set<const TensorImpl*> allocated_;  // tensors made while tracing
 };
 
 }  // namespace lathe::detail
