@@ -27,12 +27,12 @@ enum class Feature {
   kSymbolicIndex,         // item 5: select index 1, slice start 1 or step 2 on a symbolic dim
   kReshapeNonContiguous,  // not in issue 10 yet: reshape({-1, D}) of a non-contiguous value (when
                           // off, flatten reshapes a.contiguous() and args stay contiguous)
-  kDynamicLastDim,   // item 5: kDynamic with D symbolic (matmul/linear/reshape pin it late);
-                     // when off, the kDynamic variant marks D static (mark_static)
-  kZeroSizeReshape,  // item 5: a zero-size call to a program with reshape({-1, D}) (the -1
-                     // pins the other dims' symbols late); when off, such programs get no 0s
-  kSoftmaxLayout,  // not in issue 10 yet: softmax over a non-last dim, then reshape (eager returns
-                   // a permuted layout the tracer takes for row-major); when off, dim -1
+  kDynamicLastDim,        // item 5: kDynamic with D symbolic (matmul/linear/reshape pin it late);
+                          // when off, the kDynamic variant marks D static (mark_static)
+  kZeroSizeReshape,       // item 5: a zero-size call to a program with reshape({-1, D}) (the -1
+                          // pins the other dims' symbols late); when off, such programs get no 0s
+  kSoftmaxLayout,   // not in issue 10 yet: softmax over a non-last dim, then reshape (eager returns
+                    // a permuted layout the tracer takes for row-major); when off, dim -1
   kDynamicTrainBn,  // item 6: DynamicPolicy::kDynamic with a train-mode BatchNorm
 };
 const char* feature_name(Feature f);
