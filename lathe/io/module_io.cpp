@@ -23,29 +23,34 @@ std::string list_keys(const std::vector<std::string>& keys) {
 void load_into(nn::Module& m, const std::string& path, bool strict) {
   std::map<std::string, Tensor> file = load_safetensors(path);
   std::map<std::string, Tensor> own = m.state_dict();
-  std::vector<std::string> missing, unexpected;
+  std::vector<std::string> missing, unexpected, mismatched;
   for (const auto& kv : own)
     if (!file.count(kv.first)) missing.push_back(kv.first);
-  for (const auto& kv : file)
-    if (!own.count(kv.first)) unexpected.push_back(kv.first);
-  if (strict && (!missing.empty() || !unexpected.empty())) {
-    std::string msg;
-    if (!missing.empty())
-      msg += detail::str(missing.size(),
-                         " module tensor(s) missing from the file: ", list_keys(missing));
-    if (!unexpected.empty())
-      msg += detail::str(msg.empty() ? "" : "; ", unexpected.size(),
-                         " file tensor(s) the module does not have: ", list_keys(unexpected));
-    throw Error(detail::str("[safetensors] ", path, ": ", msg));
-  }
   std::map<std::string, Tensor> common;
   for (const auto& [key, t] : file) {
     auto it = own.find(key);
-    if (it == own.end()) continue;
-    if (t.shape() != it->second.shape())
-      throw Error(detail::str("[safetensors] ", path, ": tensor '", key, "': the file has ",
-                              t.shape_string(), " but the module has ", it->second.shape_string()));
-    common.emplace(key, t);
+    if (it == own.end()) {
+      unexpected.push_back(key);
+    } else if (!nn::state_dict_shapes_match(it->second, t)) {
+      mismatched.push_back(detail::str("tensor '", key, "': the file has ", t.shape_string(),
+                                       " but the module has ", it->second.shape_string()));
+    } else {
+      common.emplace(key, t);
+    }
+  }
+  // Every problem in one error, as PyTorch's load_state_dict reports them.
+  std::vector<std::string> problems;
+  if (strict && !missing.empty())
+    problems.push_back(detail::str(
+        missing.size(), " module tensor(s) missing from the file: ", list_keys(missing)));
+  if (strict && !unexpected.empty())
+    problems.push_back(detail::str(
+        unexpected.size(), " file tensor(s) the module does not have: ", list_keys(unexpected)));
+  for (const std::string& p : mismatched) problems.push_back(p);
+  if (!problems.empty()) {
+    std::string msg;
+    for (const std::string& p : problems) msg += (msg.empty() ? "" : "; ") + p;
+    throw Error(detail::str("[safetensors] ", path, ": ", msg));
   }
   m.load_state_dict(common, /*strict=*/false);
 }

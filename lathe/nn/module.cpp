@@ -129,6 +129,11 @@ std::string join(const std::vector<std::string>& v) {
 }
 }  // namespace
 
+bool state_dict_shapes_match(const Tensor& target, const Tensor& value) {
+  if (value.shape() == target.shape()) return true;
+  return target.dim() == 0 && value.dim() == 1 && value.shape()[0] == 1;
+}
+
 void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool strict) {
   std::map<std::string, Tensor> own = state_dict();
   std::vector<std::string> missing, unexpected, mismatched;
@@ -136,7 +141,7 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
     auto it = sd.find(name);
     if (it == sd.end()) {
       missing.push_back(name);
-    } else if (!it->second.defined() || it->second.shape() != t.shape()) {
+    } else if (!it->second.defined() || !state_dict_shapes_match(t, it->second)) {
       mismatched.push_back(detail::str(
           name, " (checkpoint ", it->second.defined() ? it->second.shape_string() : "undefined",
           ", model ", t.shape_string(), ")"));
@@ -158,7 +163,9 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
   }
   for (auto& [name, t] : own) {
     auto it = sd.find(name);
-    if (it != sd.end()) t.copy_(it->second);
+    if (it == sd.end()) continue;
+    // A [1] value for a 0-d tensor: broadcasting copies its one element.
+    t.copy_(it->second.dim() == t.dim() ? it->second : it->second.reshape(Shape{}));
   }
 }
 

@@ -55,9 +55,10 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // Parameters and persistent buffers by dotted name.
   std::map<std::string, Tensor> state_dict() const;
-  // Copies values into the existing tensors (dtype converted, shapes must match). With strict,
-  // missing or unexpected keys are an error listing them. Shape mismatches are always an error.
-  // Nothing is copied when an error is thrown.
+  // Copies values into the existing tensors (dtype converted, shapes must match; a 1-element
+  // [1] tensor loads into a 0-d one, as PyTorch accepts for num_batches_tracked). With strict,
+  // missing or unexpected keys are an error; shape mismatches are always an error. All problems
+  // are reported together in one error; nothing is copied when an error is thrown.
   void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = true);
 
   // Moves every parameter and buffer of the tree to `device` in place: each tensor keeps its
@@ -131,6 +132,10 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 using ModulePtr = std::shared_ptr<Module>;
+
+// Whether a checkpoint tensor `value` can be loaded into the module tensor `target`: equal
+// shapes, or a [1] tensor for a 0-d target (PyTorch's rule for 0-d buffers saved as [1]).
+bool state_dict_shapes_match(const Tensor& target, const Tensor& value);
 
 // Runs children in order; children are named "0", "1", ...
 class Sequential : public Module {

@@ -105,5 +105,26 @@ TEST_F(ModuleIo, DtypeIsConvertedToTheModules) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(want[i]));
 }
 
+// A [1] num_batches_tracked (as some writers save it) loads into the 0-d buffer; key and shape
+// problems come in one error.
+TEST_F(ModuleIo, LoadIntoAcceptsOneElementForZeroDimAndReportsAllProblemsTogether) {
+  TinyNet a(1);
+  auto sd = a.state_dict();
+  sd["block.num_batches_tracked"] = from_vector<int64_t>({42}, {1});
+  save_safetensors(path("one.safetensors"), sd);
+  TinyNet b(100);
+  load_into(b, path("one.safetensors"));
+  Tensor nbt = b.state_dict().at("block.num_batches_tracked");
+  EXPECT_EQ(nbt.dim(), 0);
+  EXPECT_EQ(nbt.item(), 42.0);
+
+  sd.erase("scale");
+  sd["block.weight"] = random_tensor({4, 3}, DType::f32, 6);
+  save_safetensors(path("both.safetensors"), sd);
+  expect_error([&] { load_into(b, path("both.safetensors")); },
+               {"1 module tensor(s) missing from the file: 'scale'",
+                "tensor 'block.weight': the file has f32[4,3] but the module has f32[3,4]"});
+}
+
 }  // namespace
 }  // namespace lathe::io

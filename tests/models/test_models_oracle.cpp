@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lathe/models/registry.h"
+#include "tests/oracle/oracle_python.h"
 
 #if __has_include("lathe/io/safetensors.h")
 #include "lathe/io/safetensors.h"
@@ -20,8 +21,6 @@ using namespace lathe;
 using namespace lathe::models;
 
 namespace {
-
-[[maybe_unused]] const char* kPython = "/work/main/.venv/bin/python";
 
 [[maybe_unused]] double relative_error(const Tensor& got, const Tensor& want) {
   EXPECT_EQ(got.shape(), want.shape());
@@ -51,8 +50,10 @@ void generate(const std::string& name) {
     auto t = std::min(fs::last_write_time(io), fs::last_write_time(weights));
     if (t > fs::last_write_time(script) && t > fs::last_write_time(refs)) return;
   }
-  const std::string cmd = std::string(kPython) + " " + script + " --small --out " + data_dir() +
-                          " --only " + name + " 2>&1";
+  // Built by appending: GCC 12 warns falsely on "literal" + std::string chains under -O3.
+  std::string cmd = "\"";
+  cmd.append(oracle::python_path()).append("\" \"").append(script).append("\" --small --out \"");
+  cmd.append(data_dir()).append("\" --only ").append(name).append(" 2>&1");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
@@ -104,7 +105,7 @@ TEST_P(ModelOracle, MatchesPyTorch) {
 #ifndef LATHE_HAVE_SAFETENSORS
   GTEST_SKIP() << "lathe/io/safetensors.h is not available in this build";
 #else
-  if (!std::filesystem::exists(kPython)) GTEST_SKIP() << kPython << " not found";
+  LATHE_REQUIRE_ORACLE_PYTHON();
   const std::string name = GetParam();
   ASSERT_NO_FATAL_FAILURE(generate(name));
   io::SafetensorsFile io_file(data_dir() + "/" + name + ".io.safetensors");

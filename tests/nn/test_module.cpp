@@ -178,6 +178,73 @@ TEST(Module, StrictLoadListsMissingUnexpectedAndMismatchedTogether) {
   EXPECT_EQ(b.child("fc")->param("weight").to_vector<float>(), before);
 }
 
+// Some writers save num_batches_tracked as [1]; PyTorch loads a 1-element tensor into a 0-d one.
+TEST(Module, LoadStateDictAcceptsOneElementTensorForZeroDimBuffer) {
+  Block b;
+  auto sd = Block().state_dict();
+  sd["count"] = from_vector<int64_t>({5}, {1});
+  sd["norm.num_batches_tracked"] = from_vector<int64_t>({11}, {1});
+  Tensor count = b.buffer("count");
+  b.load_state_dict(sd);
+  EXPECT_EQ(b.buffer("count").dim(), 0);  // the module's tensor keeps its 0-d shape
+  EXPECT_TRUE(b.buffer("count").is_same(count));
+  EXPECT_EQ(b.buffer("count").item(), 5.0);
+  EXPECT_EQ(b.child("norm")->buffer("num_batches_tracked").dim(), 0);
+  EXPECT_EQ(b.child("norm")->buffer("num_batches_tracked").item(), 11.0);
+  // Only a single element qualifies: [2] (or [1,1]) for a 0-d buffer is still a mismatch.
+  sd["count"] = from_vector<int64_t>({1, 2}, {2});
+  sd["norm.num_batches_tracked"] = from_vector<int64_t>({3}, {1, 1});
+  try {
+    b.load_state_dict(sd);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("shape mismatches (2)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("count (checkpoint i64[2], model i64[])"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("norm.num_batches_tracked (checkpoint i64[1,1], model i64[])"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_EQ(b.buffer("count").item(), 5.0);  // nothing copied
+  // The reverse (a 0-d value for a [1] parameter) is not accepted, as in PyTorch.
+  Linear l(1, 1);
+  std::map<std::string, Tensor> lsd = l.state_dict();
+  lsd["bias"] = full({}, 2.0);
+  EXPECT_THROW(l.load_state_dict(lsd), Error);
+}
+
+// Missing, unexpected and mismatched keys all in one error, also with a [1] value accepted.
+TEST(Module, LoadStateDictReportsEveryProblemInOneError) {
+  Block b;
+  auto sd = Block().state_dict();
+  sd["count"] = from_vector<int64_t>({2}, {1});  // accepted, not reported
+  sd.erase("norm.running_mean");
+  sd["norm.extra"] = zeros({2});
+  sd["fc.weight"] = zeros({3, 3});
+  sd["norm.bias"] = zeros({1});
+  try {
+    b.load_state_dict(sd);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("missing keys (1): norm.running_mean"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("unexpected keys (1): norm.extra"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("shape mismatches (2): fc.weight (checkpoint f32[3,3]"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("norm.bias (checkpoint f32[1], model f32[3])"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("count"), std::string::npos) << msg;
+  }
+  // Non-strict: the key problems are ignored, the shape mismatches still reported.
+  try {
+    b.load_state_dict(sd, /*strict=*/false);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.find("missing keys"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("shape mismatches (2)"), std::string::npos) << msg;
+  }
+}
+
 TEST(Module, NonStrictLoadSkipsKeysButNotShapeMismatches) {
   Linear l(2, 2);
   std::map<std::string, Tensor> sd = {{"weight", from_vector<float>({1, 2, 3, 4}, {2, 2})},

@@ -417,6 +417,20 @@ def inplace_cases(o: Oracle):
            {"other": -2.0}, inplace=True)
     o.case("relu__basic", "relu_", lambda: [n(randn(3, 4))], torch.relu_, inplace=True)
     o.case("relu__sliced", "relu_", lambda: [sl([4, 3], 0)], torch.relu_, inplace=True)
+    o.case("copy__basic", "copy_", lambda: [n(randn(3, 4)), n(randn(3, 4))],
+           lambda s, b: s.copy_(b), inplace=True)
+    o.case("copy__bcast_into_view", "copy_", lambda: [tr([4, 3]), n(randn(3))],
+           lambda s, b: s.copy_(b), inplace=True)
+    o.case("copy__f64_into_sliced", "copy_", lambda: [sl([3, 4], 1), n(randn(3, 4, dtype="f64"))],
+           lambda s, b: s.copy_(b), inplace=True)
+    o.case("copy__i64_from_f32", "copy_", lambda: [n(randint(-3, 3, 5)), n(randn(5) * 4)],
+           lambda s, b: s.copy_(b), inplace=True)
+    o.case("fill__basic", "fill_", lambda: [n(randn(3, 4))], lambda s: s.fill_(-2.5),
+           {"value": -2.5}, inplace=True)
+    o.case("fill__transposed", "fill_", lambda: [tr([3, 4, 2], 0, 2)], lambda s: s.fill_(0.75),
+           {"value": 0.75}, inplace=True)
+    o.case("fill__i64", "fill_", lambda: [sl([4, 3], 0, maker=lambda *sh: randint(-5, 5, *sh))],
+           lambda s: s.fill_(3), {"value": 3}, inplace=True)
 
 
 def matmul_cases(o: Oracle):
@@ -958,6 +972,12 @@ def view_cases(o: Oracle):
         ("unsqueeze", "0", lambda: [n(randn(3, 4))], lambda x: x.unsqueeze(0), {"dim": 0}),
         ("unsqueeze", "neg", lambda: [tr([3, 4])], lambda x: x.unsqueeze(-1), {"dim": -1}),
         ("unsqueeze", "0d", lambda: [n(randn())], lambda x: x.unsqueeze(0), {"dim": 0}),
+        ("as_strided", "overlapping", lambda: [n(randn(4, 5))],
+         lambda x: x.as_strided((3, 3), (2, 1), 1), {"size": [3, 3], "stride": [2, 1], "offset": 1}),
+        ("as_strided", "of_transposed", lambda: [tr([4, 5])],
+         lambda x: x.as_strided((2, 4), (1, 5), 3), {"size": [2, 4], "stride": [1, 5], "offset": 3}),
+        ("as_strided", "zero_stride", lambda: [n(randn(6))],
+         lambda x: x.as_strided((2, 3), (0, 2), 0), {"size": [2, 3], "stride": [0, 2], "offset": 0}),
         ("flatten", "all", lambda: [n(randn(2, 3, 4))], lambda x: x.flatten(), {}),
         ("flatten", "mid", lambda: [n(randn(2, 3, 4, 5))], lambda x: x.flatten(1, 2),
          {"start_dim": 1, "end_dim": 2}),
