@@ -71,7 +71,14 @@ bool is_reference_impl(const std::shared_ptr<const DnnlPrimitive>& p) {
 // Runs a @ b -> out with oneDNN; returns false when only oneDNN's reference kernel (or none)
 // accepts these layouts.
 bool try_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accept_reference) {
-  memory::desc a_md = operand_md(a), b_md = operand_md(b), o_md = dnnl_md(out);
+  memory::desc a_md, b_md, o_md;
+  try {
+    a_md = operand_md(a);
+    b_md = operand_md(b);
+    o_md = dnnl_md(out);
+  } catch (const dnnl::error&) {
+    return false;  // strides oneDNN cannot describe (e.g. a view of a view with steps): copy
+  }
   DnnlKey key;
   key.add(2).add(a.shape()).add(a.int_strides()).add(b.shape()).add(b.int_strides());
   key.add(out.shape()).add(out.int_strides()).add(dnnl_prepare_threads());

@@ -38,7 +38,12 @@ EagerKernel softmax_kernel(bool log) {
     int64_t R = xt.size(-1).expect_int();
     int64_t M = R ? xt.numel() / R : 0;
     if (M) kernels::softmax_rows(xt, out, M, R, log);
-    return std::vector<Tensor>{out.transpose(d, -1)};
+    if (d == x.dim() - 1) return std::vector<Tensor>{out};
+    // Over another dim: the result takes the layout every op gives (alloc_output), as PyTorch
+    // does, not the transposed one the row kernel wrote; tracing and lazy assume that layout.
+    Tensor result = alloc_output(x.sizes(), x.dtype(), in);
+    kernels::copy(result, out.transpose(d, -1));
+    return std::vector<Tensor>{result};
   };
 }
 

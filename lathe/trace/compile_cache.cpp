@@ -254,12 +254,12 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     // static sizes; if that fails too, the error is the program's and the static one is thrown.
     if (!traces_dynamic()) throw;
     std::string why = e.what();
-    entry = trace(args, false);
-    auto_dynamic_failed_ = true;
     if (log_enabled(LogTopic::kRecompiles))
       log_message(LogTopic::kRecompiles,
                   str("'", options_.name, "' cannot be traced with dynamic sizes (", why,
                       "); tracing it with static sizes from now on"));
+    auto_dynamic_failed_ = true;
+    entry = trace(args, false);
   }
   failed_trace.failed = false;
   entry->id = compiles_.fetch_add(1, std::memory_order_relaxed) + 1;

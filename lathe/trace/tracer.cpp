@@ -1,6 +1,8 @@
 #include "lathe/trace/tracer.h"
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
 
 namespace lathe::detail {
 
@@ -21,32 +23,41 @@ bool same_size(const SymInt& a, const SymInt& b) {
   return a.maybe_int() == b.maybe_int();
 }
 
-bool same_strides(const Shape& sizes, const Shape& a, const Shape& b) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (sizes[i].maybe_int() == 1) continue;  // size-1 dims do not constrain the layout
-    if (!same_size(a[i], b[i])) return false;
-  }
-  return true;
-}
-
-bool fake_is_channels_last(const Tensor& t) {
-  if (t.dim() != 4) return false;
-  if (same_strides(t.sizes(), t.strides(), contiguous_strides(t.sizes()))) return false;
-  return same_strides(t.sizes(), t.strides(), channels_last_strides(t.sizes()));
-}
-
-// Strides of a non-view result. Eager kernels allocate like their inputs (alloc_output and
-// dnnl's layout propagation): a channels-last 4-d input gives channels-last 4-d outputs, anything
-// else row-major. The trace mirrors that so layout-dependent code (view vs reshape) decides alike.
-Shape result_strides(TensorList inputs, const TensorMeta& m) {
-  if (m.sizes.size() == 4) {
-    for (const Tensor& t : inputs) {
-      if (!t.defined() || t.dim() != 4) continue;
-      bool cl =
-          t.has_storage() ? (t.is_channels_last() && !t.is_contiguous()) : fake_is_channels_last(t);
-      if (cl) return channels_last_strides(m.sizes);
-      break;  // the first 4-d input decides
+// Strides of a non-view result: exactly what eager's alloc_output chooses (lathe/ops/
+// shape_util.cpp): the first input with the result's sizes decides; row-major when it is
+// row-major, its dim order (empty_like) when it is dense in another order (channels-last,
+// transposed, permuted), else row-major. The decision is taken on the trace-time values of the
+// sizes and strides (`hint`); the input's layout guard makes it hold on every later call. The
+// strides returned are symbolic products of the sizes in that order.
+Shape result_strides(TensorList inputs, const TensorMeta& m,
+                     const std::function<int64_t(const SymInt&)>& hint) {
+  const size_t n = m.sizes.size();
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || static_cast<size_t>(t.dim()) != n) continue;
+    bool same = true;
+    for (size_t d = 0; d < n && same; ++d) same = same_size(t.sizes()[d], m.sizes[d]);
+    if (!same) continue;
+    // The input as eager would see it: concrete sizes and strides.
+    auto probe = std::make_shared<TensorImpl>();
+    std::vector<int64_t> st(n);
+    for (size_t d = 0; d < n; ++d) {
+      probe->sizes.push_back(hint(t.sizes()[d]));
+      st[d] = hint(t.strides()[d]);
+      probe->strides.push_back(st[d]);
     }
+    Tensor real_like(std::move(probe));
+    if (real_like.is_contiguous() || !real_like.is_non_overlapping_and_dense())
+      return contiguous_strides(m.sizes);
+    std::vector<int> perm(n);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) { return st[a] < st[b]; });
+    Shape strides(n);
+    SymInt acc = 1;
+    for (int d : perm) {
+      strides[d] = acc;
+      if (m.sizes[d].maybe_int() != 0) acc = acc * m.sizes[d];
+    }
+    return strides;
   }
   return contiguous_strides(m.sizes);
 }
@@ -258,7 +269,10 @@ std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Att
                        ? channels_last_strides(m.sizes)
                        : contiguous_strides(m.sizes);
     else
-      strides[i] = result_strides(inputs, m);
+      strides[i] = result_strides(inputs, m, [this](const SymInt& v) {
+        if (auto c = v.maybe_int()) return *c;
+        return env_.hint_of(v.expr());
+      });
     types.push_back({m.dtype, m.device, m.sizes, strides[i]});
   }
   for (int i : op.mutated_inputs) {

@@ -37,15 +37,19 @@ const char* feature_name(Feature f) {
   return "?";
 }
 
+// Features whose bugs are fixed run by default. reshape_non_contiguous stays behind
+// LATHE_FUZZ_ENABLE until issue 11 makes reshape decide view-or-copy from the real strides at run
+// time: under symbolic sizes a reshape of a strided argument that eager returns as a view is
+// recorded as a copy (same values, different strides, no aliasing).
 std::set<Feature> enabled_features() {
-  std::set<Feature> on;
+  std::set<Feature> on{
+      Feature::kParamAssign,     Feature::kLambdaModule,   Feature::kFactoryOutput,
+      Feature::kNegativeIndex,   Feature::kSymbolicIndex,  Feature::kDynamicLastDim,
+      Feature::kZeroSizeReshape, Feature::kDynamicTrainBn, Feature::kSoftmaxLayout};
   const char* env = std::getenv("LATHE_FUZZ_ENABLE");
   if (env == nullptr) return on;
   const std::string list = std::string(",") + env + ",";
-  for (Feature f : {Feature::kParamAssign, Feature::kLambdaModule, Feature::kFactoryOutput,
-                    Feature::kNegativeIndex, Feature::kSymbolicIndex,
-                    Feature::kReshapeNonContiguous, Feature::kDynamicLastDim,
-                    Feature::kZeroSizeReshape, Feature::kSoftmaxLayout, Feature::kDynamicTrainBn})
+  for (Feature f : {Feature::kReshapeNonContiguous})
     if (list.find(",all,") != std::string::npos ||
         list.find(std::string(",") + feature_name(f) + ",") != std::string::npos)
       on.insert(f);

@@ -338,7 +338,7 @@ TEST(CompileFuzz, CompiledCallsMatchEager) {
   const std::set<Feature> features = enabled_features();
   std::string on;
   for (Feature f : features) on += std::string(on.empty() ? "" : ",") + feature_name(f);
-  std::printf("[fuzz] seed %llu, %llu cases, known-open features on: %s\n",
+  std::printf("[fuzz] seed %llu, %llu cases, generator features on: %s\n",
               static_cast<unsigned long long>(base), static_cast<unsigned long long>(cases),
               on.empty() ? "none" : on.c_str());
   const auto start = std::chrono::steady_clock::now();
