@@ -98,7 +98,13 @@ INSTANTIATE_TEST_SUITE_P(
                       FusedCase{true, false, "clip", "none", DType::f32, true, 4},
                       FusedCase{false, false, "relu", "none", DType::f32, false, 1},
                       FusedCase{true, true, "relu", "relu", DType::f64, true, 2},
-                      FusedCase{true, false, "none", "none", DType::f64, false, 1}));
+                      FusedCase{true, false, "none", "none", DType::f64, false, 1}),
+    [](const ::testing::TestParamInfo<FusedCase>& info) {
+      const FusedCase& c = info.param;
+      return std::string(c.bn ? "bn_" : "") + c.act + (c.residual ? "_residual_" : "_") + c.act2 +
+             (c.dtype == DType::f64 ? "_f64" : "_f32") + (c.channels_last ? "_nhwc" : "_nchw") +
+             "_g" + std::to_string(c.groups) + "_" + std::to_string(info.index);
+    });
 
 TEST(ConvFused, FoldedWeightsFollowInPlaceUpdates) {
   Tensor x = rnd({1, 4, 6, 6}, 1).to_channels_last();
@@ -155,8 +161,9 @@ TEST(ConvFused, ShapeRuleErrors) {
     dispatch1(LATHE_OP("conv2d_fused"), plain, attrs("swish"));
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("act must be none, relu, clip, gelu or gelu_tanh, got 'swish'"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("act must be none, relu, clip, gelu or gelu_tanh, got 'swish'"),
+        std::string::npos)
         << e.what();
   }
 }
