@@ -11,6 +11,7 @@
 
 #include "lathe/io/safetensors.h"
 #include "tests/io/io_test_util.h"
+#include "tests/oracle/oracle_python.h"
 
 namespace lathe::io {
 namespace {
@@ -54,23 +55,21 @@ Dump read_dump(const std::string& path) {
   return d;
 }
 
-std::string find_python() {
-  if (const char* p = std::getenv("LATHE_PYTHON")) return p;
-  std::string venv = std::string(LATHE_SOURCE_DIR) + "/.venv/bin/python";
-  if (std::filesystem::exists(venv)) return venv;
-  return "";
-}
-
 class SafetensorsInterop : public testing::ScratchDirTest {
  protected:
-  // Runs the interop script; skips the test when Python or its packages are missing.
+  // Runs the interop script with the oracle's interpreter. When Python or its packages are
+  // missing the test skips on a developer machine and fails under CI (env CI set).
   void run_script(const std::string& mode, const std::string& a, const std::string& b) {
-    std::string python = find_python();
-    if (python.empty()) GTEST_SKIP() << "no Python: set LATHE_PYTHON or create .venv";
+    LATHE_REQUIRE_ORACLE_PYTHON();
+    const std::string python = oracle::python_path();
     std::string cmd = "'" + python + "' '" + LATHE_SOURCE_DIR +
                       "/tests/io/safetensors_interop.py' " + mode + " '" + a + "' '" + b + "'";
     int rc = std::system(cmd.c_str());
-    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) GTEST_SKIP() << "torch/safetensors missing";
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+      if (oracle::running_in_ci())
+        FAIL() << "torch/safetensors missing for " << python << " (CI is set: failing)";
+      GTEST_SKIP() << "torch/safetensors missing for " << python;
+    }
     ASSERT_EQ(rc, 0) << cmd;
   }
 };

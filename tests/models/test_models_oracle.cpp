@@ -9,20 +9,16 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "lathe/io/safetensors.h"
 #include "lathe/models/registry.h"
 #include "tests/oracle/oracle_python.h"
-
-#if __has_include("lathe/io/safetensors.h")
-#include "lathe/io/safetensors.h"
-#define LATHE_HAVE_SAFETENSORS 1
-#endif
 
 using namespace lathe;
 using namespace lathe::models;
 
 namespace {
 
-[[maybe_unused]] double relative_error(const Tensor& got, const Tensor& want) {
+double relative_error(const Tensor& got, const Tensor& want) {
   EXPECT_EQ(got.shape(), want.shape());
   if (got.shape() != want.shape()) return INFINITY;
   std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
@@ -34,8 +30,6 @@ namespace {
   if (std::isnan(diff)) return INFINITY;
   return scale > 0 ? diff / scale : diff;
 }
-
-#ifdef LATHE_HAVE_SAFETENSORS
 
 std::string data_dir() { return std::string(LATHE_BINARY_DIR) + "/oracle_models"; }
 
@@ -95,16 +89,11 @@ std::vector<Tensor> tensors_with_prefix(const io::SafetensorsFile& f, const std:
   return r;
 }
 
-#endif
-
 class ModelOracle : public ::testing::TestWithParam<std::string> {};
 
 }  // namespace
 
 TEST_P(ModelOracle, MatchesPyTorch) {
-#ifndef LATHE_HAVE_SAFETENSORS
-  GTEST_SKIP() << "lathe/io/safetensors.h is not available in this build";
-#else
   LATHE_REQUIRE_ORACLE_PYTHON();
   const std::string name = GetParam();
   ASSERT_NO_FATAL_FAILURE(generate(name));
@@ -159,7 +148,6 @@ TEST_P(ModelOracle, MatchesPyTorch) {
   EXPECT_EQ(checked, buffers) << name << ": every running stat is compared";
   std::printf("[oracle] %s train state (%d buffers): worst relative error %.3g\n", name.c_str(),
               checked, worst_state);
-#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ModelOracle,
