@@ -69,20 +69,6 @@ Tensor alloc(const TensorMeta& m) { return empty_strided(m.sizes, m.strides, m.d
 
 // ---- conv2d ----
 
-detail::Conv2dParams conv_params(const Attrs& a) {
-  detail::Conv2dParams p;
-  auto s = pair_attr(a, "stride", "conv2d");
-  auto pad = pair_attr(a, "padding", "conv2d");
-  auto d = pair_attr(a, "dilation", "conv2d");
-  for (int i = 0; i < 2; ++i) {
-    p.stride[i] = s[i];
-    p.padding[i] = pad[i];
-    p.dilation[i] = d[i];
-  }
-  p.groups = a.get_int("groups");
-  return p;
-}
-
 std::vector<TensorMeta> conv2d_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
@@ -95,7 +81,7 @@ std::vector<TensorMeta> conv2d_rule(TensorList in, const Attrs& a) {
               w.shape_string());
   check_floating(x, "conv2d", "input");
   check_same_dtype(x, "input", w, "weight", "conv2d");
-  detail::Conv2dParams p = conv_params(a);
+  detail::Conv2dParams p = detail::conv_params(a);
   LATHE_CHECK(p.groups > 0, "[conv2d] groups must be positive, got ", p.groups);
   for (int i = 0; i < 2; ++i) {
     LATHE_CHECK(p.stride[i] > 0, "[conv2d] stride must be positive, got ", a.get_ints("stride"));
@@ -141,7 +127,7 @@ std::vector<TensorMeta> conv2d_rule(TensorList in, const Attrs& a) {
 
 std::vector<Tensor> conv2d_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
   Tensor out = alloc(m[0]);
-  detail::conv2d_forward(as_batched(in[0]), in[1], in[2], conv_params(a), as_batched(out));
+  detail::conv2d_forward(as_batched(in[0]), in[1], in[2], detail::conv_params(a), as_batched(out));
   return {out};
 }
 
@@ -409,6 +395,20 @@ Shape ints(const std::vector<int64_t>& v) { return to_shape(v); }
 }  // namespace
 
 namespace detail {
+Conv2dParams conv_params(const Attrs& a) {
+  Conv2dParams p;
+  auto s = pair_attr(a, "stride", "conv2d");
+  auto pad = pair_attr(a, "padding", "conv2d");
+  auto d = pair_attr(a, "dilation", "conv2d");
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = s[i];
+    p.padding[i] = pad[i];
+    p.dilation[i] = d[i];
+  }
+  p.groups = a.get_int("groups");
+  return p;
+}
+
 void register_dnnl_ops(OpRegistry& r) {
   r.add(make_op("conv2d", 3, conv2d_rule, conv2d_kernel));
   r.add(make_op("linear", 3, linear_rule, linear_kernel));

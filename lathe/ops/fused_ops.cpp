@@ -53,18 +53,6 @@ detail::ConvPostOps post_ops(const Attrs& a, bool residual) {
   return p;
 }
 
-detail::Conv2dParams conv_params(const Attrs& a) {
-  detail::Conv2dParams p;
-  auto s = a.get_ints("stride"), pad = a.get_ints("padding"), d = a.get_ints("dilation");
-  for (int i = 0; i < 2; ++i) {
-    p.stride[i] = s[i];
-    p.padding[i] = pad[i];
-    p.dilation[i] = d[i];
-  }
-  p.groups = a.get_int("groups");
-  return p;
-}
-
 std::vector<TensorMeta> conv2d_fused_rule(TensorList in, const Attrs& a) {
   LATHE_CHECK(in.size() == kNumInputs, "[conv2d_fused] takes ", int(kNumInputs), " inputs, got ",
               in.size());
@@ -214,7 +202,7 @@ std::vector<Tensor> conv2d_fused_kernel(TensorList in, const Attrs& a,
   Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
   const bool residual = in[kResidual].defined();
   if (residual) kernels::copy(out, in[kResidual]);
-  detail::conv2d_forward(batched(in[kX]), w, b, conv_params(a), batched(out),
+  detail::conv2d_forward(batched(in[kX]), w, b, detail::conv_params(a), batched(out),
                          post_ops(a, residual));
   return {out};
 }

@@ -14,6 +14,10 @@ void register_nn_ops(OpRegistry& r);           // nn_ops.cpp (softmax, norms, dr
 void register_dnnl_ops(OpRegistry& r);         // dnnl_ops.cpp (conv, matmul, linear, pooling)
 void register_fused_ops(OpRegistry& r);        // fused_ops.cpp (conv2d_fused)
 
+// stride / padding / dilation / groups of a conv2d (or conv2d_fused) call, validated as pairs.
+struct Conv2dParams;
+Conv2dParams conv_params(const Attrs& a);  // dnnl_ops.cpp
+
 // Looks up a registered op once and caches the pointer (for the free functions).
 #define LATHE_OP(name_literal)                                                         \
   ([]() -> const ::lathe::OpDef& {                                                     \
