@@ -75,22 +75,9 @@ bool writes_inside(const std::vector<const ir::Node*>& chain, const std::vector<
 
 std::unique_ptr<ir::Graph> fuse_conv(const ir::Graph& g, FuseConvStats* stats) {
   const OpDef& fused_op = LATHE_OP("conv2d_fused");
-  std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
-  std::vector<ir::Node*> order = g.nodes();
-  std::unordered_map<const ir::Node*, size_t> position;
-  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
-
   // Chains by their last node; nodes inside a chain are skipped when copying.
-  std::unordered_map<const ir::Node*, Chain> by_last;
   std::unordered_set<const ir::Node*> absorbed;
-  for (const ir::Node* n : order) {
-    if (!is_op(n, "conv2d") || absorbed.count(n)) continue;
-    Chain c = match_chain(n, outs);
-    if (c.nodes.size() < 2) continue;  // a lone conv gains nothing
-    if (writes_inside(c.nodes, order, position)) continue;
-    for (const ir::Node* m : c.nodes) absorbed.insert(m);
-    by_last.emplace(c.nodes.back(), std::move(c));
-  }
+  auto by_last = collect_chains<Chain>(g, "conv2d", match_chain, absorbed);
 
   FuseConvStats s;
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {

@@ -50,20 +50,9 @@ Chain match_chain(const ir::Node* linear, const std::unordered_set<const ir::Val
 
 std::unique_ptr<ir::Graph> fuse_linear(const ir::Graph& g, FuseLinearStats* stats) {
   const OpDef& fused_op = LATHE_OP("linear_fused");
-  std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
-  std::vector<ir::Node*> order = g.nodes();
-  std::unordered_map<const ir::Node*, size_t> position;
-  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
-
-  std::unordered_map<const ir::Node*, Chain> by_last;
+  // Chains by their last node; nodes inside a chain are skipped when copying.
   std::unordered_set<const ir::Node*> absorbed;
-  for (const ir::Node* n : order) {
-    if (!is_op(n, "linear") || absorbed.count(n)) continue;
-    Chain c = match_chain(n, outs);
-    if (c.nodes.size() < 2 || writes_inside(c.nodes, order, position)) continue;
-    for (const ir::Node* m : c.nodes) absorbed.insert(m);
-    by_last.emplace(c.nodes.back(), std::move(c));
-  }
+  auto by_last = collect_chains<Chain>(g, "linear", match_chain, absorbed);
 
   FuseLinearStats s;
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {

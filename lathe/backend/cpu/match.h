@@ -49,4 +49,27 @@ inline const ir::Value* residual_operand(const ir::Node* add, const ir::Value* v
 bool writes_inside(const std::vector<const ir::Node*>& chain, const std::vector<ir::Node*>& order,
                    const std::unordered_map<const ir::Node*, size_t>& position);
 
+// The chains a fusion pass will replace: for each node of op `root` (in graph order, not already
+// inside a chain), match(node, graph outputs) returns a Chain whose `nodes` start at that node;
+// chains of two or more nodes with no in-place write inside them are kept, keyed by their last
+// node, and every node they cover goes into `absorbed`.
+template <class Chain, class Match>
+std::unordered_map<const ir::Node*, Chain> collect_chains(
+    const ir::Graph& g, const char* root, Match match,
+    std::unordered_set<const ir::Node*>& absorbed) {
+  std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
+  std::vector<ir::Node*> order = g.nodes();
+  std::unordered_map<const ir::Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  std::unordered_map<const ir::Node*, Chain> by_last;
+  for (const ir::Node* n : order) {
+    if (!is_op(n, root) || absorbed.count(n)) continue;
+    Chain c = match(n, outs);
+    if (c.nodes.size() < 2 || writes_inside(c.nodes, order, position)) continue;
+    for (const ir::Node* m : c.nodes) absorbed.insert(m);
+    by_last.emplace(c.nodes.back(), std::move(c));
+  }
+  return by_last;
+}
+
 }  // namespace lathe::backend::cpu
