@@ -13,6 +13,7 @@
 #include "lathe/lazy/lazy.h"
 #include "lathe/lazy/lazy_value.h"
 #include "lathe/ops/register.h"
+#include "lathe/ops/shape_util.h"
 
 namespace lathe::lazy {
 namespace {
@@ -59,12 +60,6 @@ Tensor copy_of(const Tensor& t) {
   return out;
 }
 
-Tensor contiguous_copy_of(const Tensor& t) {
-  Tensor out = empty(t.sizes(), t.dtype());
-  kernels::copy(out, t);
-  return out;
-}
-
 // The value an op input stands for (under the lock).
 std::shared_ptr<LazyValue> value_of(LazyContext& c, const Tensor& t) {
   if (!t.defined()) return nullptr;
@@ -80,29 +75,14 @@ std::shared_ptr<LazyValue> value_of(LazyContext& c, const Tensor& t) {
   return impl.lazy;
 }
 
-const OpDef& contiguous_op() {
-  static const OpDef& op = OpRegistry::global().add(
-      OpDef{"lazy_contiguous",
-            1,
-            [](TensorList in, const Attrs&) {
-              TensorMeta m;
-              m.sizes = in[0].sizes();
-              m.dtype = in[0].dtype();
-              m.device = in[0].device();
-              return std::vector<TensorMeta>{m};
-            },
-            [](TensorList in, const Attrs&, const std::vector<TensorMeta>&) {
-              return std::vector<Tensor>{in[0].is_contiguous() ? in[0] : contiguous_copy_of(in[0])};
-            },
-            {},
-            {}});
-  return op;
-}
-
-Tensor pending_tensor(LazyContext& c, std::shared_ptr<LazyValue> v, const TensorMeta& m) {
+// A pending tensor shows the layout its kernel will give it: the view's or the rule's strides,
+// else eager's layout rule on the op's inputs.
+Tensor pending_tensor(LazyContext& c, std::shared_ptr<LazyValue> v, const TensorMeta& m,
+                      TensorList inputs) {
   auto impl = std::make_shared<TensorImpl>();
   impl->sizes = m.sizes;
-  impl->strides = m.is_view ? m.strides : contiguous_strides(m.sizes);
+  impl->strides =
+      m.is_view || m.strides.size() == m.sizes.size() ? m.strides : output_strides(m.sizes, inputs);
   impl->offset = m.is_view ? m.offset : 0;
   impl->dtype = m.dtype;
   impl->device = Device::lazy();
@@ -114,7 +94,6 @@ Tensor pending_tensor(LazyContext& c, std::shared_ptr<LazyValue> v, const Tensor
 std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
                            std::vector<TensorMeta>&& metas) {
   const auto t0 = Clock::now();
-  static const OpDef* view_op = &LATHE_OP("view");
   for (int i : op.mutated_inputs) {
     const bool cpu = i < static_cast<int>(inputs.size()) && inputs[i].defined() &&
                      inputs[i].device().kind() != DeviceKind::lazy;
@@ -128,23 +107,6 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   node->attrs = attrs;
   node->inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) node->inputs.push_back(value_of(c, t));
-  if (&op == view_op && node->inputs[0] && !node->inputs[0]->layout_known) {
-    // The input's strides are a guess; the kernel may have laid it out otherwise.
-    auto cn = std::make_shared<LazyNode>();
-    cn->op = &contiguous_op();
-    cn->inputs = {node->inputs[0]};
-    TensorMeta m;
-    m.sizes = inputs[0].sizes();
-    m.dtype = inputs[0].dtype();
-    m.device = Device::lazy();
-    cn->outputs = {m};
-    cn->seq = c.next_seq++;
-    auto cv = std::make_shared<LazyValue>();
-    cv->kind = LazyValue::Kind::output;
-    cv->node = cn;
-    node->inputs[0] = std::move(cv);
-    c.metrics.ops_traced++;
-  }
   node->seq = c.next_seq++;
   node->outputs = std::move(metas);
   const bool writes_self =
@@ -152,16 +114,13 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
       node->outputs.size() == 1 && node->outputs[0].is_view;
   std::vector<Tensor> out;
   if (!writes_self) {
-    const bool input_layout_known =
-        !node->inputs.empty() && node->inputs[0] && node->inputs[0]->layout_known;
     out.reserve(node->outputs.size());
     for (size_t i = 0; i < node->outputs.size(); ++i) {
       auto v = std::make_shared<LazyValue>();
       v->kind = LazyValue::Kind::output;
       v->node = node;
       v->index = static_cast<int>(i);
-      v->layout_known = node->outputs[i].is_view && input_layout_known;
-      out.push_back(pending_tensor(c, std::move(v), node->outputs[i]));
+      out.push_back(pending_tensor(c, std::move(v), node->outputs[i], inputs));
     }
   }
   for (int i : op.mutated_inputs) {
@@ -172,7 +131,6 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
     w->kind = LazyValue::Kind::written;
     w->node = node;
     w->base = in->kind == LazyValue::Kind::written ? in->base : in;
-    w->layout_known = in->layout_known;
     impl.lazy = std::move(w);
     impl.storage = nullptr;  // the buffer lives on in the graph input; sync gives it back
     c.pending.push_back(inputs[i].impl_ptr());
@@ -311,7 +269,6 @@ void sync_hook() { lathe::sync(); }
 void install() {
   static std::once_flag once;
   std::call_once(once, [] {
-    contiguous_op();
     set_lazy_dispatch_hook(&record);
     lathe::detail::set_lazy_sync_hook(&sync_hook);
   });

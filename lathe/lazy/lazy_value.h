@@ -24,9 +24,6 @@ struct LazyValue {
   std::shared_ptr<LazyNode> node;
   int index = 0;
   std::shared_ptr<LazyValue> base;  // written: the value written into (never `written` itself)
-  // False when the strides the pending tensor shows are a guess (results of non-view ops are
-  // laid out by the kernel); `view` on such a value first makes it contiguous at run time.
-  bool layout_known = true;
 
   // The value whose buffer this is (itself unless written).
   const LazyValue* root() const { return kind == Kind::written ? base.get() : this; }

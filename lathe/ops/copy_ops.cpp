@@ -24,6 +24,9 @@ std::vector<TensorMeta> clone_rule(TensorList in, const Attrs& a) {
   m.sizes = x.sizes();
   m.dtype = a.has("dtype") ? a.get_dtype("dtype") : x.dtype();
   m.device = x.device();
+  // A fixed memory format decides the layout; "preserve" follows the layout rule.
+  if (fmt == "contiguous") m.strides = contiguous_strides(m.sizes);
+  if (fmt == "channels_last") m.strides = channels_last_strides(m.sizes);
   return {m};
 }
 

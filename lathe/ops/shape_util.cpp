@@ -1,6 +1,7 @@
 #include "lathe/ops/shape_util.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace lathe {
 
@@ -55,13 +56,76 @@ TensorMeta result_meta(Shape sizes, DType dtype, Device device) {
   return m;
 }
 
-Tensor alloc_output(const Shape& sizes, DType dtype, TensorList like) {
-  for (const Tensor& t : like) {
-    if (!t.defined() || t.sizes() != sizes) continue;
-    if (t.is_contiguous()) return empty(sizes, dtype);
-    if (t.is_non_overlapping_and_dense()) return empty_like(t, dtype);
+namespace {
+
+// True when two sizes are the same without asking a ShapeEnv (no guard): equal constants or the
+// same expression.
+bool same_size(const SymInt& a, const SymInt& b) {
+  if (a.is_symbolic() || b.is_symbolic()) return a.expr() == b.expr();
+  return a.maybe_int() == b.maybe_int();
+}
+
+bool same_sizes(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t d = 0; d < a.size(); ++d)
+    if (!same_size(a[d], b[d])) return false;
+  return true;
+}
+
+}  // namespace
+
+Shape strides_like(const Shape& sizes, const Shape& like_sizes, const Shape& like_strides) {
+  const size_t n = like_sizes.size();
+  constexpr size_t kInline = 8;
+  int64_t sz_inline[kInline], st_inline[kInline];
+  int perm_inline[kInline];
+  std::vector<int64_t> sz_heap, st_heap;
+  std::vector<int> perm_heap;
+  int64_t* sz = sz_inline;
+  int64_t* st = st_inline;
+  int* perm = perm_inline;
+  if (n > kInline) {
+    sz_heap.resize(n), st_heap.resize(n), perm_heap.resize(n);
+    sz = sz_heap.data(), st = st_heap.data(), perm = perm_heap.data();
   }
-  return empty(sizes, dtype);
+  for (size_t d = 0; d < n; ++d) sz[d] = like_sizes[d].hint(), st[d] = like_strides[d].hint();
+  // Row-major (size-1 dims may have any stride)?
+  bool row_major = true;
+  int64_t expected = 1;
+  for (size_t i = n; i-- > 0 && row_major;) {
+    if (sz[i] == 1) continue;
+    row_major = st[i] == expected;
+    expected *= sz[i];
+  }
+  if (row_major) return contiguous_strides(sizes);
+  // Dense in the order of increasing strides (ties keep the earlier dim inside)?
+  std::iota(perm, perm + n, 0);
+  std::stable_sort(perm, perm + n, [&](int a, int b) { return st[a] < st[b]; });
+  expected = 1;
+  for (size_t k = 0; k < n; ++k) {
+    const int d = perm[k];
+    if (sz[d] == 1) continue;
+    if (st[d] != expected) return contiguous_strides(sizes);
+    expected *= sz[d];
+  }
+  Shape strides(n);
+  SymInt acc = 1;
+  for (size_t k = 0; k < n; ++k) {
+    const int d = perm[k];
+    strides[d] = acc;
+    if (sizes[d].maybe_int() != 0) acc = acc * sizes[d];
+  }
+  return strides;
+}
+
+Shape output_strides(const Shape& sizes, TensorList like) {
+  for (const Tensor& t : like)
+    if (t.defined() && same_sizes(t.sizes(), sizes)) return strides_like(sizes, sizes, t.strides());
+  return contiguous_strides(sizes);
+}
+
+Tensor alloc_output(const Shape& sizes, DType dtype, TensorList like) {
+  return empty_strided(sizes, output_strides(sizes, like), dtype);
 }
 
 }  // namespace lathe

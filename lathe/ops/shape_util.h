@@ -1,4 +1,5 @@
-// Shape helpers shared by shape rules: broadcasting and dim wrapping.
+// Shape helpers shared by shape rules: broadcasting, dim wrapping, and the layout rule every mode
+// asks for fresh results.
 #pragma once
 
 #include <string>
@@ -16,8 +17,18 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t ndim, const char* op);
 // Metadata for a fresh (non-view) result.
 TensorMeta result_meta(Shape sizes, DType dtype, Device device = Device::cpu());
-// Allocates an output with `sizes` and dtype, following the memory order of the first
-// operand that has exactly these sizes and is dense (so channels-last stays channels-last).
+// The layout rule: the strides of a fresh (non-view) result with `sizes`. The first operand with
+// exactly these sizes decides: row-major when it is row-major or not dense, else its dim order in
+// memory (channels-last, transposed, permuted), so layouts flow through pointwise ops. Eager
+// allocation (alloc_output), the tracer's fake results and lazy pending tensors all ask this one
+// function. Symbolic sizes and strides are read at their trace-time values (SymInt::hint, no
+// guard: the argument layout guards make the decision hold); the returned strides are products
+// of `sizes`.
+Shape output_strides(const Shape& sizes, TensorList like);
+// Strides for `sizes` in the dim order of a tensor with (like_sizes, like_strides): row-major
+// when that tensor is row-major or not non-overlapping and dense (the rule of empty_like).
+Shape strides_like(const Shape& sizes, const Shape& like_sizes, const Shape& like_strides);
+// Allocates an output with `sizes` and dtype laid out by output_strides(sizes, like).
 Tensor alloc_output(const Shape& sizes, DType dtype, TensorList like);
 
 }  // namespace lathe

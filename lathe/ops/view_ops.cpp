@@ -3,6 +3,7 @@
 #include <numeric>
 #include <string_view>
 
+#include "lathe/kernels/elementwise.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 
@@ -108,23 +109,88 @@ std::optional<Shape> view_strides(const std::vector<int64_t>& old_sz,
 }
 
 // Strides of x viewed as `sizes`, if possible without a copy. Symbolic shapes: a contiguous
-// input views with row-major strides; anything else is specialized to concrete sizes when
-// `specialize` is set (an explicit view), else reported as not viewable (reshape copies).
-std::optional<Shape> view_strides_of(const Tensor& x, const Shape& sizes, bool may_specialize) {
+// input views with row-major strides; anything else is specialized to concrete sizes (an
+// explicit view must be one on every call).
+std::optional<Shape> view_strides_of(const Tensor& x, const Shape& sizes) {
   if (is_concrete(x.sizes()) && is_concrete(x.strides()) && is_concrete(sizes))
     return view_strides(x.shape(), x.int_strides(), to_ints(sizes));
   if (x.is_contiguous()) return contiguous_strides(sizes);
-  if (!may_specialize) return std::nullopt;
   auto st = view_strides(specialize(x.sizes(), "[view] non-contiguous input"),
                          specialize(x.strides(), "[view] non-contiguous input"),
                          specialize(sizes, "[view] non-contiguous input"));
   return st;
 }
 
+// view_strides on symbolic sizes and strides, every comparison decided at the trace-time values
+// (SymInt::hint, no guard): the strides are expressions of the sizes. Used by reshape, whose
+// kernel decides view-or-copy again from the real strides on every run.
+std::optional<Shape> view_strides_at_hints(const Shape& old_sz, const Shape& old_st,
+                                           const Shape& new_sz) {
+  Shape new_st(new_sz.size());
+  if (shape_numel(old_sz).hint() == 0) return contiguous_strides(new_sz);
+  if (old_sz.empty()) {
+    for (auto& s : new_st) s = 1;
+    return new_st;
+  }
+  int64_t view_d = static_cast<int64_t>(new_sz.size()) - 1;
+  SymInt chunk_base_stride = old_st.back();
+  SymInt tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_sz.size()) - 1; d >= 0; --d) {
+    tensor_numel = tensor_numel * old_sz[d];
+    if (d == 0 || (old_sz[d - 1].hint() != 1 &&
+                   old_st[d - 1].hint() != (tensor_numel * chunk_base_stride).hint())) {
+      while (view_d >= 0 &&
+             (view_numel.hint() < tensor_numel.hint() || new_sz[view_d].hint() == 1)) {
+        new_st[view_d] = view_numel * chunk_base_stride;
+        view_numel = view_numel * new_sz[view_d];
+        --view_d;
+      }
+      if (view_numel.hint() != tensor_numel.hint()) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = old_st[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return new_st;
+}
+
+// reshape: a view when x's real strides allow one, else a row-major copy. The shape rule decides
+// from the strides it sees (real ones in eager and when a graph runs, trace-time ones while
+// tracing); the kernel follows the metadata, so a graph records `reshape` and each run decides
+// anew (as MLX's reshape does).
+std::vector<TensorMeta> reshape_rule(TensorList in, const Attrs& a) {
+  const Tensor& x = in[0];
+  Shape sizes = infer_size(a.get_shape("size"), shape_numel(x.sizes()), "reshape", x);
+  std::optional<Shape> st;
+  if (is_concrete(x.sizes()) && is_concrete(x.strides()) && is_concrete(sizes))
+    st = view_strides(x.shape(), x.int_strides(), to_ints(sizes));
+  else
+    st = view_strides_at_hints(x.sizes(), x.strides(), sizes);
+  if (st) return {view_meta(x, sizes, *st, x.storage_offset())};
+  TensorMeta m;
+  m.strides = contiguous_strides(sizes);
+  m.sizes = std::move(sizes);
+  m.dtype = x.dtype();
+  m.device = x.device();
+  return {m};
+}
+
+std::vector<Tensor> reshape_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>& m) {
+  const Tensor& x = in[0];
+  if (m[0].is_view) return {make_view(x, m[0].sizes, m[0].strides, m[0].offset)};
+  Tensor out = empty(m[0].sizes, m[0].dtype);
+  // The copy in row-major order: x's elements into `out` seen with x's sizes.
+  kernels::copy(make_view(out, x.sizes(), contiguous_strides(x.sizes()), 0), x);
+  return {out};
+}
+
 std::vector<TensorMeta> view_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
   Shape sizes = infer_size(a.get_shape("size"), shape_numel(x.sizes()), "view", x);
-  auto st = view_strides_of(x, sizes, true);
+  auto st = view_strides_of(x, sizes);
   LATHE_CHECK(st.has_value(), "[view] cannot view ", x.shape_string(), " with strides ",
               x.strides(), " as shape ", sizes,
               " without a copy (the dims span non-contiguous memory); use reshape()");
@@ -308,11 +374,7 @@ void register_view_ops(OpRegistry& r) {
   r.add(view_op("squeeze", squeeze_rule));
   r.add(view_op("unsqueeze", unsqueeze_rule));
   r.add(view_op("as_strided", as_strided_rule));
-}
-
-bool can_view(const Tensor& x, const Shape& sizes) {
-  Shape s = infer_size(sizes, shape_numel(x.sizes()), "reshape", x);
-  return view_strides_of(x, s, false).has_value();
+  r.add(OpDef{"reshape", 1, reshape_rule, reshape_kernel, {}, {}});
 }
 }  // namespace detail
 
@@ -324,8 +386,8 @@ Tensor Tensor::view(const Shape& sizes) const {
 }
 
 Tensor Tensor::reshape(const Shape& sizes) const {
-  if (detail::can_view(*this, sizes)) return view(sizes);
-  return contiguous().view(sizes);
+  Tensor self = *this;
+  return dispatch1(LATHE_OP("reshape"), {&self, 1}, Attrs{{"size", sizes}});
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {

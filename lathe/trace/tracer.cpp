@@ -1,8 +1,8 @@
 #include "lathe/trace/tracer.h"
 
 #include <algorithm>
-#include <functional>
-#include <numeric>
+
+#include "lathe/ops/shape_util.h"
 
 namespace lathe::detail {
 
@@ -16,51 +16,6 @@ std::vector<Tensor> trace_hook(const OpDef& op, TensorList inputs, const Attrs& 
 
 void trace_allocation_hook(const TensorImpl* impl) { tls_tracer->note_allocation(impl); }
 
-// True when two sizes are the same without asking the ShapeEnv (no guard): equal constants or
-// the same expression.
-bool same_size(const SymInt& a, const SymInt& b) {
-  if (a.is_symbolic() || b.is_symbolic()) return a.expr() == b.expr();
-  return a.maybe_int() == b.maybe_int();
-}
-
-// Strides of a non-view result: exactly what eager's alloc_output chooses (lathe/ops/
-// shape_util.cpp): the first input with the result's sizes decides; row-major when it is
-// row-major, its dim order (empty_like) when it is dense in another order (channels-last,
-// transposed, permuted), else row-major. The decision is taken on the trace-time values of the
-// sizes and strides (`hint`); the input's layout guard makes it hold on every later call. The
-// strides returned are symbolic products of the sizes in that order.
-Shape result_strides(TensorList inputs, const TensorMeta& m,
-                     const std::function<int64_t(const SymInt&)>& hint) {
-  const size_t n = m.sizes.size();
-  for (const Tensor& t : inputs) {
-    if (!t.defined() || static_cast<size_t>(t.dim()) != n) continue;
-    bool same = true;
-    for (size_t d = 0; d < n && same; ++d) same = same_size(t.sizes()[d], m.sizes[d]);
-    if (!same) continue;
-    // The input as eager would see it: concrete sizes and strides.
-    auto probe = std::make_shared<TensorImpl>();
-    std::vector<int64_t> st(n);
-    for (size_t d = 0; d < n; ++d) {
-      probe->sizes.push_back(hint(t.sizes()[d]));
-      st[d] = hint(t.strides()[d]);
-      probe->strides.push_back(st[d]);
-    }
-    Tensor real_like(std::move(probe));
-    if (real_like.is_contiguous() || !real_like.is_non_overlapping_and_dense())
-      return contiguous_strides(m.sizes);
-    std::vector<int> perm(n);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) { return st[a] < st[b]; });
-    Shape strides(n);
-    SymInt acc = 1;
-    for (int d : perm) {
-      strides[d] = acc;
-      if (m.sizes[d].maybe_int() != 0) acc = acc * m.sizes[d];
-    }
-    return strides;
-  }
-  return contiguous_strides(m.sizes);
-}
 }  // namespace
 
 Layout layout_of(const Tensor& t) {
@@ -254,25 +209,15 @@ std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Att
   std::vector<ir::Value*> ins(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined()) ins[i] = value_of(inputs[i]);
-  // Views and rules that fix the layout (dnnl ops) give strides; for the rest the trace mirrors
-  // the eager allocation. Value types record them: layout-dependent decisions (view or copy)
-  // were taken on them.
+  // Views and rules that fix the layout (clone, dnnl ops) give strides; the rest get eager's
+  // layout rule (output_strides). Value types record them.
   std::vector<Shape> strides(metas.size());
   std::vector<ir::ValueType> types;
   types.reserve(metas.size());
   for (size_t i = 0; i < metas.size(); ++i) {
     const TensorMeta& m = metas[i];
-    if (m.is_view || m.strides.size() == m.sizes.size())
-      strides[i] = m.strides;
-    else if (op.name == "clone" && attrs.get_string("memory_format") != "preserve")
-      strides[i] = attrs.get_string("memory_format") == "channels_last"
-                       ? channels_last_strides(m.sizes)
-                       : contiguous_strides(m.sizes);
-    else
-      strides[i] = result_strides(inputs, m, [this](const SymInt& v) {
-        if (auto c = v.maybe_int()) return *c;
-        return env_.hint_of(v.expr());
-      });
+    strides[i] = m.is_view || m.strides.size() == m.sizes.size() ? m.strides
+                                                                 : output_strides(m.sizes, inputs);
     types.push_back({m.dtype, m.device, m.sizes, strides[i]});
   }
   for (int i : op.mutated_inputs) {

@@ -37,19 +37,20 @@ const char* feature_name(Feature f) {
   return "?";
 }
 
-// Features whose bugs are fixed run by default. reshape_non_contiguous stays behind
-// LATHE_FUZZ_ENABLE until issue 11 makes reshape decide view-or-copy from the real strides at run
-// time: under symbolic sizes a reshape of a strided argument that eager returns as a view is
-// recorded as a copy (same values, different strides, no aliasing).
+// Features whose bugs are fixed run by default; a feature hitting a known-open bug goes in
+// `open` and runs only when LATHE_FUZZ_ENABLE names it. reshape_non_contiguous runs since issue
+// 11 made reshape an op that decides view-or-copy from the real strides on every run.
 std::set<Feature> enabled_features() {
-  std::set<Feature> on{
-      Feature::kParamAssign,     Feature::kLambdaModule,   Feature::kFactoryOutput,
-      Feature::kNegativeIndex,   Feature::kSymbolicIndex,  Feature::kDynamicLastDim,
-      Feature::kZeroSizeReshape, Feature::kDynamicTrainBn, Feature::kSoftmaxLayout};
+  std::set<Feature> on{Feature::kParamAssign,     Feature::kLambdaModule,
+                       Feature::kFactoryOutput,   Feature::kNegativeIndex,
+                       Feature::kSymbolicIndex,   Feature::kDynamicLastDim,
+                       Feature::kZeroSizeReshape, Feature::kDynamicTrainBn,
+                       Feature::kSoftmaxLayout,   Feature::kReshapeNonContiguous};
+  const std::vector<Feature> open;
   const char* env = std::getenv("LATHE_FUZZ_ENABLE");
   if (env == nullptr) return on;
   const std::string list = std::string(",") + env + ",";
-  for (Feature f : {Feature::kReshapeNonContiguous})
+  for (Feature f : open)
     if (list.find(",all,") != std::string::npos ||
         list.find(std::string(",") + feature_name(f) + ",") != std::string::npos)
       on.insert(f);

@@ -25,8 +25,8 @@ enum class Feature {
   kFactoryOutput,         // item 3: return a tensor made by a factory inside the function
   kNegativeIndex,         // item 5: select/slice with a negative (end-relative) index or bound
   kSymbolicIndex,         // item 5: select index 1, slice start 1 or step 2 on a symbolic dim
-  kReshapeNonContiguous,  // not in issue 10 yet: reshape({-1, D}) of a non-contiguous value (when
-                          // off, flatten reshapes a.contiguous() and args stay contiguous)
+  kReshapeNonContiguous,  // issue 11: reshape({-1, D}) of a non-contiguous value (when off,
+                          // flatten reshapes a.contiguous() and args stay contiguous)
   kDynamicLastDim,        // item 5: kDynamic with D symbolic (matmul/linear/reshape pin it late);
                           // when off, the kDynamic variant marks D static (mark_static)
   kZeroSizeReshape,       // item 5: a zero-size call to a program with reshape({-1, D}) (the -1

@@ -292,8 +292,7 @@ std::vector<Call> generate_calls(std::mt19937_64& rng, const Program& p,
     c.b = i == 0 ? u(2, 3) : sizes[u(0, sizes.size() - 1)];
     c.s = i == 0 ? u(3, 4) : (u(0, 2) == 0 ? calls[i - 1].s : sizes[u(0, sizes.size() - 1)]);
     c.layout = static_cast<Layout>(u(0, 2));
-    // reshape_non_contiguous: the tracer assumes row-major results where eager keeps a transposed
-    // input's order.
+    // reshape_non_contiguous off: flatten programs get contiguous arguments only.
     if (has_step(p, OpKind::kFlatten) && !features.count(Feature::kReshapeNonContiguous))
       c.layout = Layout::kContiguous;
     c.alias = !p.arg1_broadcast && u(0, 4) == 0;
