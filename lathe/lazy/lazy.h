@@ -7,11 +7,16 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "lathe/core/tensor.h"
 
 namespace lathe::ir {
 class Graph;
+}
+
+namespace lathe {
+struct OpDef;
 }
 
 namespace lathe {
@@ -67,6 +72,9 @@ namespace testing {
 void set_hash_override(std::function<uint64_t(const ir::Graph&)> hash);
 // The graph of the most recent sync, printed (empty before any).
 std::string last_graph();
+// Called (under the lazy lock) with every recorded op and the pending tensors it returned, so
+// tests can compare each result's layout with eager's; nullptr removes it.
+void set_record_observer(std::function<void(const OpDef&, const std::vector<Tensor>&)> observer);
 }  // namespace testing
 
 }  // namespace lathe::lazy

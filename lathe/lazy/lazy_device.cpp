@@ -38,6 +38,7 @@ struct LazyContext {
   std::string backend_name = "interpreter";
   std::unique_ptr<backend::Backend> backend;
   std::function<uint64_t(const ir::Graph&)> hash_override;
+  std::function<void(const OpDef&, const std::vector<Tensor>&)> record_observer;
   std::string last_graph;
 };
 
@@ -137,6 +138,7 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   }
   if (!op.mutated_inputs.empty()) c.effects.push_back(node);
   if (writes_self) out.push_back(inputs[0]);
+  if (c.record_observer) c.record_observer(op, out);
   c.metrics.ops_traced++;
   c.metrics.trace_s += seconds_since(t0);
   return out;
@@ -320,6 +322,12 @@ void set_hash_override(std::function<uint64_t(const ir::Graph&)> hash) {
   LazyContext& c = context();
   std::lock_guard<std::mutex> lock(c.mu);
   c.hash_override = std::move(hash);
+}
+
+void set_record_observer(std::function<void(const OpDef&, const std::vector<Tensor>&)> observer) {
+  LazyContext& c = context();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.record_observer = std::move(observer);
 }
 
 std::string last_graph() {

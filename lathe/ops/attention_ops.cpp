@@ -40,7 +40,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     int64_t L = q.size(-2).expect_int(), S = k.size(-2).expect_int();
     Tensor i = arange(L).view({L, 1});
     Tensor j = arange(S).view({1, S});
-    scores = where(ge(i, j), scores, -std::numeric_limits<double>::infinity());
+    Tensor causal = ge(i, j);  // made on the CPU: moved to the device of q (lazy)
+    if (causal.device() != q.device()) causal = causal.to(q.device());
+    scores = where(causal, scores, -std::numeric_limits<double>::infinity());
   } else if (mask.defined()) {
     if (mask.dtype() == DType::b8)
       scores = where(mask, scores, -std::numeric_limits<double>::infinity());

@@ -17,10 +17,13 @@ namespace {
 ShapeRule softmax_rule(const char* name) {
   return [name](TensorList in, const Attrs& a) {
     const Tensor& x = in[0];
-    wrap_dim(a.get_int("dim"), x.dim(), name);
+    const int64_t d = wrap_dim(a.get_int("dim"), x.dim(), name);
     LATHE_CHECK(is_floating(x.dtype()), "[", name, "] needs a floating input, got ",
                 x.shape_string());
-    return std::vector<TensorMeta>{result_meta(x.sizes(), x.dtype(), x.device())};
+    TensorMeta m = result_meta(x.sizes(), x.dtype(), x.device());
+    // Over the last dim the row kernel's result is row-major; over another the layout rule's.
+    if (d == x.dim() - 1 || x.dim() == 0) m.strides = contiguous_strides(m.sizes);
+    return std::vector<TensorMeta>{m};
   };
 }
 
@@ -66,7 +69,9 @@ std::vector<TensorMeta> layer_norm_rule(TensorList in, const Attrs& a) {
     LATHE_CHECK(in[i].dtype() == x.dtype(), "[layer_norm] ", i == 1 ? "weight " : "bias ",
                 in[i].shape_string(), " has a different dtype from input ", x.shape_string());
   }
-  return {result_meta(x.sizes(), x.dtype(), x.device())};
+  TensorMeta m = result_meta(x.sizes(), x.dtype(), x.device());
+  m.strides = contiguous_strides(m.sizes);  // the row kernel writes row-major
+  return {m};
 }
 
 std::vector<Tensor> layer_norm_kernel(TensorList in, const Attrs& a,

@@ -12,6 +12,23 @@ bool skipped(const Tensor& t, int64_t ndim) {
   return t.dim() == 1 && t.sizes()[0] == 0 && ndim != 1;
 }
 
+// True when t (4-d) is channels-last and not row-major, judged at trace-time values (no guard).
+bool channels_last_not_row_major(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  int64_t sz[4], st[4];
+  for (int d = 0; d < 4; ++d) sz[d] = t.sizes()[d].hint(), st[d] = t.strides()[d].hint();
+  auto dense_in = [&](std::initializer_list<int> inner_first) {
+    int64_t expected = 1;
+    for (int d : inner_first) {
+      if (sz[d] == 1) continue;
+      if (st[d] != expected) return false;
+      expected *= sz[d];
+    }
+    return true;
+  };
+  return dense_in({1, 3, 2, 0}) && !dense_in({3, 2, 1, 0});
+}
+
 std::vector<TensorMeta> cat_rule(TensorList in, const Attrs& a) {
   LATHE_CHECK(!in.empty(), "[cat] needs at least one tensor");
   const Tensor* ref = nullptr;
@@ -42,15 +59,17 @@ std::vector<TensorMeta> cat_rule(TensorList in, const Attrs& a) {
                   t.shape_string(), ", tensor 0 is ", ref->shape_string());
     out[d] = out[d] + t.sizes()[d];
   }
-  return {result_meta(out, dt, in[0].device())};
+  TensorMeta m = result_meta(out, dt, in[0].device());
+  // The result follows the first input when it is channels-last (and not also row-major), else
+  // it is row-major; decided at the sizes' trace-time values while tracing.
+  m.strides = out.size() == 4 && channels_last_not_row_major(in[0]) ? channels_last_strides(m.sizes)
+                                                                    : contiguous_strides(m.sizes);
+  return {m};
 }
 
 std::vector<Tensor> cat_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
   int64_t d = wrap_dim(a.get_int("dim"), static_cast<int64_t>(m[0].sizes.size()), "cat");
-  Tensor out = alloc_output(m[0].sizes, m[0].dtype, {});
-  // Follow the memory order of the first input when all share it (channels-last stays).
-  if (in[0].sizes().size() == 4 && in[0].is_channels_last() && !in[0].is_contiguous())
-    out = empty_strided(m[0].sizes, channels_last_strides(m[0].sizes), m[0].dtype);
+  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
   int64_t off = 0;
   int64_t ndim = static_cast<int64_t>(m[0].sizes.size());
   for (const Tensor& t : in) {

@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "lathe/core/tensor.h"
+#include "lathe/lazy/lazy.h"
 #include "lathe/ops/op_def.h"
+#include "lathe/trace/compile.h"
 #include "tests/oracle/oracle_python.h"
 #include "tests/oracle/oracle_reader.h"
 #include "tests/oracle/oracle_weak_ops.h"
@@ -619,6 +621,114 @@ TEST_P(OpOracle, MatchesTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, OpOracle, ::testing::ValuesIn(case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// Layout agreement (issue 11): every case run eagerly, through lathe::compile (trace once) and on
+// the lazy device gives outputs with the same strides (dims of one element excepted, as torch
+// leaves them arbitrary), since all three modes ask one layout rule and reshape decides
+// view-or-copy from the real strides.
+// ---------------------------------------------------------------------------------------------
+
+std::string stride_mismatch(const Tensor& got, const Tensor& want, const char* mode) {
+  if (got.dim() != want.dim()) return detail::str(mode, ": rank ", got.dim(), " vs ", want.dim());
+  const Ints sz = want.shape(), gs = got.int_strides(), ws = want.int_strides();
+  for (size_t d = 0; d < sz.size(); ++d)
+    if (sz[d] > 1 && gs[d] != ws[d])
+      return detail::str(mode, ": strides ", gs, ", eager has ", ws, " (sizes ", sz, ")");
+  return "";
+}
+
+// The inputs of a case on the lazy device: the stored bases moved there, the views re-applied.
+void make_lazy_inputs(const OracleData& data, const std::string& name, Tensors& xs,
+                      Tensors& bases) {
+  const json& ins = data.cases.at(name).at("inputs");
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].is_null()) {
+      xs.emplace_back();
+      bases.emplace_back();
+      continue;
+    }
+    Tensor base = data.file.tensors.at(name + ".in." + std::to_string(i)).to(Device::lazy());
+    bases.push_back(base);
+    xs.push_back(apply_views(base, ins[i].at("views")));
+  }
+}
+
+class LayoutAgreement : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayoutAgreement, EagerCompileAndLazyGiveTheSameStrides) {
+  const OracleData& data = oracle_data();
+  if (!data.available) {
+    if (data.skip && !running_in_ci()) GTEST_SKIP() << data.reason;
+    FAIL() << data.reason;
+  }
+  const std::string& name = GetParam();
+  const json& c = data.cases.at(name);
+  const std::string op = c.at("op").get<std::string>();
+  SCOPED_TRACE("case " + name + ": op " + op + " attrs " + c.at("attrs").dump());
+  if (op == "dropout_stats") {
+    // The mask is random; the layout is that of x in every mode (checked on the model zoo).
+    return;
+  }
+  auto it = op_table().find(op);
+  ASSERT_NE(it, op_table().end());
+  const OpEntry& entry = it->second;
+  const json& attrs = c.at("attrs");
+
+  Tensors xs, bases;
+  make_inputs(data, name, xs, bases);
+  const Tensors eager = entry.run(xs, bases, attrs);
+
+  // Trace once: defined inputs are arguments, bases are captured (in-place cases return them).
+  Tensors cxs, cbases;
+  make_inputs(data, name, cxs, cbases);
+  std::vector<Arg> args;
+  std::vector<std::pair<size_t, Tensor>> traced;  // output index, fake
+  for (const Tensor& x : cxs)
+    if (x.defined()) args.emplace_back(x);
+  auto f = compile([&](const std::vector<Arg>& a) {
+    Tensors ins;
+    size_t k = 0;
+    for (const Tensor& x : cxs) ins.push_back(x.defined() ? std::get<Tensor>(a[k++]) : Tensor());
+    Tensors outs = entry.run(ins, cbases, attrs);
+    for (size_t j = 0; j < outs.size(); ++j)  // while tracing: the fakes (static sizes at first)
+      if (outs[j].defined() && !outs[j].has_storage()) traced.emplace_back(j, outs[j]);
+    return outs;
+  });
+  Tensors compiled;
+  try {
+    compiled = f(args);
+  } catch (const std::exception& e) {
+    FAIL() << "compile threw: " << e.what();
+  }
+
+  Tensors lxs, lbases;
+  make_lazy_inputs(data, name, lxs, lbases);
+  Tensors lazy_out;
+  try {
+    lazy_out = entry.run(lxs, lbases, attrs);
+  } catch (const std::exception& e) {
+    FAIL() << "lazy threw: " << e.what();
+  }
+  ASSERT_EQ(compiled.size(), eager.size());
+  ASSERT_EQ(lazy_out.size(), eager.size());
+  std::vector<std::string> pending(eager.size());  // the strides lazy tensors show before sync
+  for (size_t j = 0; j < eager.size(); ++j)
+    pending[j] = stride_mismatch(lazy_out[j], eager[j], "lazy (pending)");
+  for (const auto& [j, fake] : traced)
+    EXPECT_EQ(stride_mismatch(fake, eager.at(j), "compile (traced)"), "") << "output " << j;
+  for (size_t j = 0; j < eager.size(); ++j) {
+    EXPECT_EQ(stride_mismatch(compiled[j], eager[j], "compile"), "") << "output " << j;
+    EXPECT_EQ(pending[j], "") << "output " << j;
+    lazy_out[j].raw_data();  // syncs: the strides the kernel gave
+    EXPECT_EQ(stride_mismatch(lazy_out[j], eager[j], "lazy (after sync)"), "") << "output " << j;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, LayoutAgreement, ::testing::ValuesIn(case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
