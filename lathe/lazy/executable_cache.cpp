@@ -1,14 +1,18 @@
 #include "lathe/lazy/executable_cache.h"
 
+#include <algorithm>
+
 namespace lathe::lazy {
 
-ExecutableCache::Lookup ExecutableCache::find(uint64_t hash, const ir::Graph& graph) const {
+ExecutableCache::Lookup ExecutableCache::find(uint64_t bucket, uint64_t key,
+                                              std::span<const OpDef* const> ops) const {
   Lookup r;
-  auto it = buckets_.find(hash);
+  auto it = buckets_.find(bucket);
   if (it == buckets_.end()) return r;
   for (const Entry& e : it->second) {
-    if (e.graph->structurally_equal(graph)) {
-      r.executable = e.executable.get();
+    if (e.key == key && e.ops.size() == ops.size() &&
+        std::equal(e.ops.begin(), e.ops.end(), ops.begin())) {
+      r.entry = &e;
       return r;
     }
   }
@@ -16,11 +20,10 @@ ExecutableCache::Lookup ExecutableCache::find(uint64_t hash, const ir::Graph& gr
   return r;
 }
 
-backend::Executable* ExecutableCache::insert(uint64_t hash, std::unique_ptr<ir::Graph> graph,
-                                             std::unique_ptr<backend::Executable> executable) {
-  std::vector<Entry>& bucket = buckets_[hash];
-  bucket.push_back({std::move(graph), std::move(executable)});
-  return bucket.back().executable.get();
+const ExecutableCache::Entry& ExecutableCache::insert(uint64_t bucket, Entry entry) {
+  std::vector<Entry>& b = buckets_[bucket];
+  b.push_back(std::move(entry));
+  return b.back();
 }
 
 size_t ExecutableCache::size() const {

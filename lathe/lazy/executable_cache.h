@@ -1,36 +1,38 @@
-// The lazy device's executable cache: graphs keyed by structural hash. A hash match is only a
-// hint; an entry is used only when its graph is structurally equal to the one looked up, so two
-// different graphs never share an executable even when their hashes collide.
+// The lazy device's executable cache, keyed by the structural hash that recording computes
+// incrementally (see docs/lazy.md). A key match is confirmed cheaply (the same key, the same
+// number of recorded ops and the same op at every position), so a hit builds no ir::Graph; a
+// bucket may hold several entries when a test forces keys into one bucket.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "lathe/backend/backend.h"
-#include "lathe/ir/graph.h"
+#include "lathe/ops/op_def.h"
 
 namespace lathe::lazy {
 
 class ExecutableCache {
  public:
-  struct Lookup {
-    backend::Executable* executable = nullptr;  // nullptr on a miss
-    bool collided = false;  // the bucket held graphs with the same hash but another structure
+  struct Entry {
+    uint64_t key = 0;               // structural hash of the recorded window and its outputs
+    std::vector<const OpDef*> ops;  // the op recorded at each position of the window
+    std::vector<int> arg_slots;     // graph input i is the window's device data slot i
+    std::unique_ptr<backend::Executable> executable;
   };
-  Lookup find(uint64_t hash, const ir::Graph& graph) const;
-  // Stores graph and executable under hash (the graph is kept for later equality checks).
-  backend::Executable* insert(uint64_t hash, std::unique_ptr<ir::Graph> graph,
-                              std::unique_ptr<backend::Executable> executable);
+  struct Lookup {
+    const Entry* entry = nullptr;  // nullptr on a miss
+    bool collided = false;         // a miss in a bucket holding entries for other keys or ops
+  };
+  Lookup find(uint64_t bucket, uint64_t key, std::span<const OpDef* const> ops) const;
+  const Entry& insert(uint64_t bucket, Entry entry);
   void clear() { buckets_.clear(); }
   size_t size() const;
 
  private:
-  struct Entry {
-    std::unique_ptr<ir::Graph> graph;
-    std::unique_ptr<backend::Executable> executable;
-  };
   std::unordered_map<uint64_t, std::vector<Entry>> buckets_;
 };
 

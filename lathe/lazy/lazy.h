@@ -1,7 +1,7 @@
-// The lazy device ("trace every time"): ops on tensors on Device::lazy() record IR nodes and
-// return at once; sync() builds a graph of the pending work, finds or compiles its executable
-// (cache keyed by structural hash, confirmed by full structural equality) and runs it. See
-// docs/lazy.md.
+// The lazy device ("trace every time"): ops on tensors on Device::lazy() are recorded and
+// return at once, each hashed into a structural hash as it is recorded; sync() finds the
+// executable of the pending work by that hash (confirmed by the op at every position), builds
+// and compiles a graph only on a miss, and runs it. See docs/lazy.md.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +10,6 @@
 #include <vector>
 
 #include "lathe/core/tensor.h"
-
-namespace lathe::ir {
-class Graph;
-}
 
 namespace lathe {
 struct OpDef;
@@ -34,22 +30,22 @@ namespace lathe::lazy {
 struct Metrics {
   int64_t ops_traced = 0;       // ops recorded as IR nodes
   int64_t syncs = 0;            // sync() calls that had pending work
-  int64_t graphs_built = 0;     // graphs built from pending work (one per such sync)
+  int64_t graphs_built = 0;     // graphs built from pending work (cache misses only)
   int64_t graph_nodes = 0;      // nodes in those graphs, summed
-  int64_t graph_hashes = 0;     // structural hashes computed
-  int64_t cache_hits = 0;       // executables found (hash and full structure matched)
+  int64_t graph_hashes = 0;     // cache keys computed (one per sync with work)
+  int64_t cache_hits = 0;       // executables found (hash and ops matched)
   int64_t cache_misses = 0;     // no executable for the graph: compiled
-  int64_t hash_collisions = 0;  // hash matched an entry whose structure differs
+  int64_t hash_collisions = 0;  // a miss in a bucket holding other entries
   int64_t compiles = 0;         // backend compiles
   int64_t executions = 0;       // executable runs
   int64_t transfers_to_device = 0;
   int64_t transfers_from_device = 0;
   int64_t bytes_to_device = 0;    // Tensor::to(Device::lazy()) copies from the CPU
   int64_t bytes_from_device = 0;  // Tensor::to(Device::cpu()) copies of lazy tensors
-  double trace_s = 0;             // recording ops (dispatch hook) plus building the graph at sync
-  double hash_s = 0;              // structural hashing and cache lookup
-  double compile_s = 0;           // backend compiles
-  double execute_s = 0;           // executable runs
+  double trace_s = 0;    // recording and hashing ops, finding the needed ones, building graphs
+  double hash_s = 0;     // finishing the cache key and the cache lookup
+  double compile_s = 0;  // backend compiles
+  double execute_s = 0;  // executable runs
   // One "name: value" line per counter and time.
   std::string to_string() const;
 };
@@ -67,9 +63,10 @@ void clear_cache();
 size_t cache_size();
 
 namespace testing {
-// Replaces the structural hash used as the cache key (nullptr restores it), so tests can force
-// different graphs into one hash bucket. Equality is still checked in full.
-void set_hash_override(std::function<uint64_t(const ir::Graph&)> hash);
+// Maps the structural hash that recording computes to the cache bucket (nullptr: the hash
+// itself), so tests can force different graphs into one bucket. An entry is still used only for
+// the same hash and the same op at every recorded position.
+void set_hash_override(std::function<uint64_t(uint64_t)> hash);
 // The graph of the most recent sync, printed (empty before any).
 std::string last_graph();
 // Called (under the lazy lock) with every recorded op and the pending tensors it returned, so

@@ -1,5 +1,6 @@
-// The lazy device runtime: the dispatch hook that records ops, sync() that builds, looks up,
-// compiles and runs the pending graph, and transfers between the CPU and the device.
+// The lazy device runtime: the dispatch hook that records ops (hashing them as it goes), sync()
+// that looks the recorded window up by that hash and runs its executable (building and compiling
+// a graph only on a miss), and transfers between the CPU and the device.
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "lathe/backend/backend.h"
 #include "lathe/ir/graph.h"
+#include "lathe/ir/structural.h"
 #include "lathe/kernels/elementwise.h"
 #include "lathe/lazy/executable_cache.h"
 #include "lathe/lazy/lazy.h"
@@ -33,11 +35,20 @@ struct LazyContext {
   // Nodes writing into an input since the last sync: they run even when no live tensor needs
   // their outputs.
   std::vector<std::shared_ptr<LazyNode>> effects;
+  // The recording window: the ops recorded since the last sync, the only ones a sync can run.
+  // Recording hashes each op into `chain` (op, attributes, where each input comes from as a
+  // window position or device data slot, output types), so a sync knows the structure of its
+  // graph without building it.
+  uint64_t window = 0;
+  ir::StructuralHasher chain;
+  std::vector<const OpDef*> window_ops;  // by position
+  std::vector<Tensor> window_args;       // device data buffers by slot
+  bool window_foreign = false;           // an input comes from an earlier window (its sync failed)
   Metrics metrics;
   ExecutableCache cache;
   std::string backend_name = "interpreter";
   std::unique_ptr<backend::Backend> backend;
-  std::function<uint64_t(const ir::Graph&)> hash_override;
+  std::function<uint64_t(uint64_t)> hash_override;
   std::function<void(const OpDef&, const std::vector<Tensor>&)> record_observer;
   std::string last_graph;
 };
@@ -92,6 +103,51 @@ Tensor pending_tensor(LazyContext& c, std::shared_ptr<LazyValue> v, const Tensor
   return Tensor(std::move(impl));
 }
 
+// Where a value comes from, for the hash: a device data slot of this window (assigned, and its
+// type hashed, at first use), or an output of a node of this window; a written value is its base
+// after the write of a node.
+uint64_t source_code(LazyContext& c, const LazyValue* v) {
+  if (!v) return 0x756e646566ull;  // an undefined optional input
+  uint64_t code;
+  const LazyValue* root = v->root();
+  if (root->kind == LazyValue::Kind::device_data) {
+    auto* data = const_cast<LazyValue*>(root);  // slots are bookkeeping of the context's window
+    if (data->window != c.window) {
+      data->window = c.window;
+      data->slot = static_cast<int>(c.window_args.size());
+      c.window_args.push_back(data->buffer);
+      const TensorImpl& b = data->buffer.impl();
+      c.chain.add(static_cast<uint64_t>(b.dtype));
+      c.chain.add(b.sizes.size());
+      for (size_t d = 0; d < b.sizes.size(); ++d) {
+        c.chain.add(static_cast<uint64_t>(*b.sizes[d].maybe_int()));
+        c.chain.add(static_cast<uint64_t>(*b.strides[d].maybe_int()));
+      }
+    }
+    code = (uint64_t{1} << 62) | static_cast<uint64_t>(data->slot);
+  } else {
+    if (root->node->window != c.window) c.window_foreign = true;
+    code = (uint64_t{2} << 62) | (static_cast<uint64_t>(root->node->pos) << 16) |
+           static_cast<uint64_t>(root->index);
+  }
+  if (v->kind == LazyValue::Kind::written)
+    code ^= (uint64_t{3} << 60) | (static_cast<uint64_t>(v->node->pos) << 20);
+  return code;
+}
+
+// Adds one recorded op to the window's hash chain.
+void hash_node(LazyContext& c, const LazyNode& n) {
+  ir::StructuralHasher& h = c.chain;
+  h.add(reinterpret_cast<uintptr_t>(n.op));
+  if (!n.attrs.items().empty()) h.add(n.attrs);
+  h.add(n.inputs.size());
+  for (const auto& in : n.inputs) h.add(source_code(c, in.get()));
+  for (const TensorMeta& m : n.outputs) {
+    h.add(static_cast<uint64_t>(m.dtype) | (uint64_t{m.is_view} << 8));
+    h.add(m.sizes);
+  }
+}
+
 std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
                            std::vector<TensorMeta>&& metas) {
   const auto t0 = Clock::now();
@@ -110,6 +166,10 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   for (const Tensor& t : inputs) node->inputs.push_back(value_of(c, t));
   node->seq = c.next_seq++;
   node->outputs = std::move(metas);
+  hash_node(c, *node);
+  node->window = c.window;
+  node->pos = static_cast<int>(c.window_ops.size());
+  c.window_ops.push_back(&op);
   const bool writes_self =
       std::find(op.mutated_inputs.begin(), op.mutated_inputs.end(), 0) != op.mutated_inputs.end() &&
       node->outputs.size() == 1 && node->outputs[0].is_view;
@@ -153,20 +213,20 @@ ValueKey key_of(const LazyValue* v) {
   return {v->node.get(), v->index};
 }
 
-void sync_locked(LazyContext& c) {
-  auto t0 = Clock::now();
+// The pending tensors still alive (each once), in the order they were made.
+std::vector<std::shared_ptr<TensorImpl>> take_live(LazyContext& c) {
   std::vector<std::shared_ptr<TensorImpl>> live;
   std::unordered_set<const TensorImpl*> seen;
   for (const auto& w : c.pending)
     if (auto p = w.lock())
       if (!p->storage && p->lazy && seen.insert(p.get()).second) live.push_back(std::move(p));
   c.pending.clear();
-  std::vector<std::shared_ptr<LazyNode>> effects = std::move(c.effects);
-  c.effects.clear();
-  if (live.empty() && effects.empty()) return;
-  c.metrics.syncs++;
+  return live;
+}
 
-  // The nodes the live tensors and the writes need, in recording order.
+// The nodes the live tensors and the writes need, in recording order.
+std::vector<const LazyNode*> needed_nodes(const std::vector<std::shared_ptr<TensorImpl>>& live,
+                                          const std::vector<std::shared_ptr<LazyNode>>& effects) {
   std::vector<const LazyNode*> nodes;
   std::unordered_set<const LazyNode*> visited;
   std::vector<const LazyNode*> stack;
@@ -189,11 +249,34 @@ void sync_locked(LazyContext& c) {
   }
   std::sort(nodes.begin(), nodes.end(),
             [](const LazyNode* a, const LazyNode* b) { return a->seq < b->seq; });
+  return nodes;
+}
 
-  // The graph: device data become inputs in order of first use.
-  auto graph = std::make_unique<ir::Graph>();
+// The cache key of this sync: the window's hash chain, which of its ops run (dead ones are
+// dropped) and where each live tensor's value comes from.
+uint64_t window_key(LazyContext& c, const std::vector<const LazyNode*>& nodes,
+                    const std::vector<std::shared_ptr<TensorImpl>>& live) {
+  ir::StructuralHasher h = c.chain;
+  h.add(c.window_ops.size());
+  h.add(nodes.size());
+  for (const LazyNode* n : nodes) h.add(static_cast<uint64_t>(n->pos));
+  h.add(live.size());
+  for (const auto& p : live) h.add(source_code(c, p->lazy.get()));
+  return h.get();
+}
+
+// The graph of `nodes` (a cache miss): device data become inputs in order of first use.
+struct BuiltGraph {
+  std::unique_ptr<ir::Graph> graph;
+  std::vector<Tensor> args;    // the input buffers
+  std::vector<int> arg_slots;  // their window slots
+};
+
+BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
+                       const std::vector<std::shared_ptr<TensorImpl>>& live) {
+  BuiltGraph b;
+  b.graph = std::make_unique<ir::Graph>();
   std::map<ValueKey, ir::Value*> values;
-  std::vector<Tensor> args;
   auto ir_value = [&](const LazyValue* v) -> ir::Value* {
     if (!v) return nullptr;
     ValueKey k = key_of(v);
@@ -203,9 +286,10 @@ void sync_locked(LazyContext& c) {
     LATHE_CHECK(root->kind == LazyValue::Kind::device_data,
                 "[lazy] internal error: a value is used before the node that makes it");
     ir::InputSource src;
-    src.index = static_cast<int>(args.size());
-    ir::Value* iv = graph->add_input(ir::ValueType::of(root->buffer), src);
-    args.push_back(root->buffer);
+    src.index = static_cast<int>(b.args.size());
+    ir::Value* iv = b.graph->add_input(ir::ValueType::of(root->buffer), src);
+    b.args.push_back(root->buffer);
+    b.arg_slots.push_back(root->slot);
     values.emplace(k, iv);
     return iv;
   };
@@ -220,41 +304,33 @@ void sync_locked(LazyContext& c) {
       t.sizes = m.sizes;
       types.push_back(std::move(t));
     }
-    ir::Node* irn = graph->add_node(*n->op, std::move(ins), n->attrs, std::move(types));
+    ir::Node* irn = b.graph->add_node(*n->op, std::move(ins), n->attrs, std::move(types));
     for (size_t i = 0; i < irn->outputs().size(); ++i)
       values.emplace(ValueKey{n, static_cast<int>(i)}, irn->output(i));
   }
   std::vector<ir::Value*> outs;
   for (const auto& p : live) outs.push_back(ir_value(p->lazy.get()));
-  graph->set_outputs(std::move(outs));
-  c.metrics.graphs_built++;
-  c.metrics.graph_nodes += static_cast<int64_t>(graph->num_nodes());
-  c.metrics.trace_s += seconds_since(t0);
+  b.graph->set_outputs(std::move(outs));
+  return b;
+}
 
-  auto t1 = Clock::now();
-  const uint64_t hash = c.hash_override ? c.hash_override(*graph) : graph->structural_hash();
-  c.metrics.graph_hashes++;
-  ExecutableCache::Lookup found = c.cache.find(hash, *graph);
-  c.metrics.hash_s += seconds_since(t1);
-  if (found.collided) c.metrics.hash_collisions++;
-  backend::Executable* exe = found.executable;
-  if (exe) {
-    c.metrics.cache_hits++;
-  } else {
-    c.metrics.cache_misses++;
-    auto t2 = Clock::now();
-    if (!c.backend) c.backend = backend::create_backend(c.backend_name);
-    std::unique_ptr<backend::Executable> compiled = c.backend->compile(*graph);
-    c.metrics.compiles++;
-    c.metrics.compile_s += seconds_since(t2);
-    c.last_graph = graph->to_string();
-    exe = c.cache.insert(hash, std::move(graph), std::move(compiled));
-  }
+std::unique_ptr<backend::Executable> compile_graph(LazyContext& c, const ir::Graph& graph) {
+  auto t0 = Clock::now();
+  if (!c.backend) c.backend = backend::create_backend(c.backend_name);
+  std::unique_ptr<backend::Executable> exe = c.backend->compile(graph);
+  c.metrics.compiles++;
+  c.metrics.compile_s += seconds_since(t0);
+  c.last_graph = graph.to_string();
+  return exe;
+}
 
-  auto t3 = Clock::now();
-  std::vector<Tensor> results = exe->run(args, {});
+// Runs the executable and turns the live pending tensors into device data.
+void run_and_bind(LazyContext& c, backend::Executable& exe, std::span<const Tensor> args,
+                  const std::vector<std::shared_ptr<TensorImpl>>& live) {
+  auto t0 = Clock::now();
+  std::vector<Tensor> results = exe.run(args, {});
   c.metrics.executions++;
-  c.metrics.execute_s += seconds_since(t3);
+  c.metrics.execute_s += seconds_since(t0);
   for (size_t i = 0; i < live.size(); ++i) {
     TensorImpl& impl = *live[i];
     const Tensor& r = results[i];
@@ -264,6 +340,69 @@ void sync_locked(LazyContext& c) {
     impl.offset = r.storage_offset();
     impl.lazy = nullptr;
   }
+}
+
+// Starts a new recording window (at every sync, whatever happens in it).
+void reset_window(LazyContext& c) {
+  c.window++;
+  c.chain = ir::StructuralHasher();
+  c.window_ops.clear();
+  c.window_args.clear();
+  c.window_foreign = false;
+}
+
+void sync_locked(LazyContext& c) {
+  struct NewWindow {
+    LazyContext& c;
+    ~NewWindow() { reset_window(c); }
+  } new_window{c};
+  auto t0 = Clock::now();
+  std::vector<std::shared_ptr<TensorImpl>> live = take_live(c);
+  std::vector<std::shared_ptr<LazyNode>> effects = std::move(c.effects);
+  c.effects.clear();
+  if (live.empty() && effects.empty()) return;
+  c.metrics.syncs++;
+  std::vector<const LazyNode*> nodes = needed_nodes(live, effects);
+  c.metrics.trace_s += seconds_since(t0);
+
+  if (c.window_foreign) {
+    // Values left pending by a failed sync: no key describes them; build, compile and run.
+    BuiltGraph b = build_graph(nodes, live);
+    c.metrics.graphs_built++;
+    c.metrics.graph_nodes += static_cast<int64_t>(b.graph->num_nodes());
+    c.metrics.cache_misses++;
+    std::unique_ptr<backend::Executable> exe = compile_graph(c, *b.graph);
+    run_and_bind(c, *exe, b.args, live);
+    return;
+  }
+  auto t1 = Clock::now();
+  const uint64_t key = window_key(c, nodes, live);
+  const uint64_t bucket = c.hash_override ? c.hash_override(key) : key;
+  c.metrics.graph_hashes++;
+  ExecutableCache::Lookup found = c.cache.find(bucket, key, c.window_ops);
+  c.metrics.hash_s += seconds_since(t1);
+  if (found.collided) c.metrics.hash_collisions++;
+  const ExecutableCache::Entry* entry = found.entry;
+  if (entry) {
+    c.metrics.cache_hits++;
+  } else {
+    c.metrics.cache_misses++;
+    auto t2 = Clock::now();
+    BuiltGraph b = build_graph(nodes, live);
+    c.metrics.graphs_built++;
+    c.metrics.graph_nodes += static_cast<int64_t>(b.graph->num_nodes());
+    c.metrics.trace_s += seconds_since(t2);
+    ExecutableCache::Entry e;
+    e.key = key;
+    e.ops = c.window_ops;
+    e.arg_slots = std::move(b.arg_slots);
+    e.executable = compile_graph(c, *b.graph);
+    entry = &c.cache.insert(bucket, std::move(e));
+  }
+  std::vector<Tensor> args;
+  args.reserve(entry->arg_slots.size());
+  for (int slot : entry->arg_slots) args.push_back(c.window_args.at(slot));
+  run_and_bind(c, *entry->executable, args, live);
 }
 
 void sync_hook() { lathe::sync(); }
@@ -318,7 +457,7 @@ size_t cache_size() {
 }
 
 namespace testing {
-void set_hash_override(std::function<uint64_t(const ir::Graph&)> hash) {
+void set_hash_override(std::function<uint64_t(uint64_t)> hash) {
   LazyContext& c = context();
   std::lock_guard<std::mutex> lock(c.mu);
   c.hash_override = std::move(hash);

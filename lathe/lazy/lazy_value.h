@@ -24,6 +24,10 @@ struct LazyValue {
   std::shared_ptr<LazyNode> node;
   int index = 0;
   std::shared_ptr<LazyValue> base;  // written: the value written into (never `written` itself)
+  // device_data: the graph input slot of this buffer in recording window `window` (assigned at
+  // its first use in a window; see LazyContext).
+  uint64_t window = UINT64_MAX;
+  int slot = -1;
 
   // The value whose buffer this is (itself unless written).
   const LazyValue* root() const { return kind == Kind::written ? base.get() : this; }
@@ -35,7 +39,9 @@ struct LazyNode {
   Attrs attrs;
   std::vector<std::shared_ptr<LazyValue>> inputs;  // nullptr for an undefined optional tensor
   std::vector<TensorMeta> outputs;
-  uint64_t seq = 0;  // recording order: nodes run in this order
+  uint64_t seq = 0;     // recording order: nodes run in this order
+  uint64_t window = 0;  // the recording window (the ops since a sync) it was recorded in
+  int pos = 0;          // its position in that window
 };
 
 }  // namespace lathe::lazy
