@@ -126,3 +126,28 @@ TEST(LazyCache, BackendIsConfigurable) {
   lazy::set_backend("interpreter");
   EXPECT_EQ(lazy::cache_size(), 0u);
 }
+
+TEST(LazyCache, SameOpsWithOtherLiveResultsAreAnotherEntry) {
+  // The key covers which recorded results are alive at the sync, not only the ops recorded:
+  // the same two ops with both results alive, then with only the last, are two executables,
+  // each giving its own outputs; repeating either hits.
+  lazy::clear_cache();
+  lazy::reset_metrics();
+  Tensor x = randn({2, 3}, 41);
+  Tensor lx = x.to(Device::lazy());
+  for (int round = 0; round < 2; ++round) {
+    Tensor a = relu(lx);
+    Tensor b = neg(a);
+    lathe::sync();
+    EXPECT_TRUE(all_close(a, relu(x), 0, 0));
+    EXPECT_TRUE(all_close(b, neg(relu(x)), 0, 0));
+    Tensor only_b = neg(relu(lx));
+    lathe::sync();
+    EXPECT_TRUE(all_close(only_b, neg(relu(x)), 0, 0));
+  }
+  lazy::Metrics m = lazy::metrics();
+  EXPECT_EQ(lazy::cache_size(), 2u);
+  EXPECT_EQ(m.cache_misses, 2);
+  EXPECT_EQ(m.cache_hits, 2);
+  EXPECT_EQ(m.graphs_built, 2);  // hits build none
+}
