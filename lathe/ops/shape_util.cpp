@@ -120,7 +120,8 @@ Shape strides_like(const Shape& sizes, const Shape& like_sizes, const Shape& lik
 
 Shape output_strides(const Shape& sizes, TensorList like) {
   for (const Tensor& t : like)
-    if (t.defined() && same_sizes(t.sizes(), sizes)) return strides_like(sizes, sizes, t.strides());
+    if (t.defined() && same_sizes(t.sizes(), sizes))
+      return strides_like(sizes, t.sizes(), t.strides());
   return contiguous_strides(sizes);
 }
 
