@@ -287,12 +287,10 @@ std::vector<TensorMeta> as_strided_rule(TensorList in, const Attrs& a) {
   return {view_meta(x, sz, st, off)};
 }
 
-OpDef view_op(const char* name, ShapeRule rule) {
-  OpDef op;
-  op.name = name;
-  op.num_inputs = 1;
-  op.shape = std::move(rule);
-  op.kernel = view_kernel;
+OpDef view_op(const char* name, ShapeRule rule, std::vector<AttrSpec> attrs) {
+  OpDef op =
+      detail::define_op(name, 1, std::move(rule), view_kernel, OpCategory::view, std::move(attrs));
+  op.output_aliases = {0};
   return op;
 }
 
@@ -300,14 +298,20 @@ OpDef view_op(const char* name, ShapeRule rule) {
 
 namespace detail {
 void register_view_ops(OpRegistry& r) {
-  r.add(view_op("view", view_rule));
-  r.add(view_op("permute", permute_rule));
-  r.add(view_op("slice", slice_rule));
-  r.add(view_op("select", select_rule));
-  r.add(view_op("expand", expand_rule));
-  r.add(view_op("squeeze", squeeze_rule));
-  r.add(view_op("unsqueeze", unsqueeze_rule));
-  r.add(view_op("as_strided", as_strided_rule));
+  using T = AttrType;
+  r.add(view_op("view", view_rule, {required("size", T::int_list)}));
+  r.add(view_op("permute", permute_rule, {required("dims", T::int_list)}));
+  r.add(view_op("slice", slice_rule,
+                {required("dim", T::integer), required("start", T::sym_int),
+                 required("end", T::sym_int), required("step", T::integer)}));
+  r.add(
+      view_op("select", select_rule, {required("dim", T::integer), required("index", T::integer)}));
+  r.add(view_op("expand", expand_rule, {required("size", T::int_list)}));
+  r.add(view_op("squeeze", squeeze_rule, {required("dims", T::int_list)}));
+  r.add(view_op("unsqueeze", unsqueeze_rule, {required("dim", T::integer)}));
+  r.add(view_op("as_strided", as_strided_rule,
+                {required("size", T::int_list), required("stride", T::int_list),
+                 required("offset", T::integer)}));
 }
 
 bool can_view(const Tensor& x, const Shape& sizes) {
