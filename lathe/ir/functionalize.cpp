@@ -51,6 +51,7 @@ class Functionalizer {
     std::vector<const Value*> written;
     for (const Value* v : g_.inputs())
       if (state_.at(v).version > 0) written.push_back(v);
+    out_.written_inputs = static_cast<int>(written.size());
     if (mode_ == WriteBack::copy_nodes) {
       // The write-backs first, so that outputs aliasing an input are derived from the written
       // input (and still alias it).
@@ -305,12 +306,8 @@ bool AliasAnalysis::may_alias(const Value* a, const Value* b) const {
 // ---- functionalize ----
 
 std::string FunctionalGraph::summary() const {
-  int written_back = static_cast<int>(updates.size());
-  if (graph) {
-    for (const Node* n : graph->nodes()) written_back += n->has_side_effects();
-  }
   return lathe::detail::str(rewritten, " writes made functional (", scatters, " through a view), ",
-                            written_back, " inputs written back");
+                            written_inputs, " inputs written back");
 }
 
 FunctionalGraph functionalize(const Graph& g, WriteBack mode) {

@@ -59,6 +59,7 @@ struct FunctionalGraph {
   std::vector<InputUpdate> updates;  // WriteBack::outputs: one per written input
   int rewritten = 0;                 // writing nodes replaced by functional ones
   int scatters = 0;                  // writes through views turned into as_strided_scatter
+  int written_inputs = 0;            // graph inputs written back (either mode)
   // "2 writes made functional (1 through a view), 1 input written back" for pass logs.
   std::string summary() const;
 };

@@ -99,7 +99,7 @@ struct OpDef {
   // node's attributes (batch_norm writes its running stats only when training).
   std::function<bool(const Attrs&)> mutates_when = nullptr;
   // The attributes the op takes. Unset: unchecked (ops registered by tests). Checked by
-  // ir::Graph::add_node and ir::Graph::verify (see check_attrs).
+  // ir::Graph::add_node and ir::Graph::verify (see attr_error).
   std::optional<std::vector<AttrSpec>> attr_schema = std::nullopt;
   // Ops a fused conv / matmul can absorb as a post-op: the activation for these attributes,
   // or nullopt when these attributes have no post-op form.

@@ -10,8 +10,11 @@
 #include "lathe/backend/interpreter.h"
 #include "lathe/core/random.h"
 #include "lathe/ir/functionalize.h"
+#include "lathe/nn/layers.h"
+#include "lathe/nn/module.h"
 #include "lathe/ops/ops.h"
 #include "lathe/sym/shape_env.h"
+#include "lathe/trace/compile.h"
 #include "tests/ir/ir_test_util.h"
 
 namespace lathe::ir {
@@ -288,6 +291,9 @@ TEST(Functionalize, RunsFirstInTheCpuBackend) {
   p.value("add_", {x, y}, Attrs{{"alpha", 1.0}});
   Value* m = p.value("mul", {x, y});
   p.g->set_outputs({m});
+  FunctionalGraph f = functionalize(*p.g, WriteBack::copy_nodes);
+  f.graph.reset();  // the summary outlives the graph (the pass manager moves it out)
+  EXPECT_EQ(f.summary(), "1 writes made functional (0 through a view), 1 inputs written back");
   std::unique_ptr<Graph> g = backend::cpu::run_passes(*p.g);
   std::vector<Node*> nodes = g->nodes();
   ASSERT_FALSE(nodes.empty());
@@ -298,6 +304,33 @@ TEST(Functionalize, RunsFirstInTheCpuBackend) {
   std::vector<Tensor> out = backend::make_cpu_backend()->compile(*p.g)->run(in, {});
   expect_same(out[0], ref[0], "cpu output");
   expect_same(in[0], ref_in[0], "cpu written input");
+}
+
+// End to end: a training batch norm compiled for the cpu backend (functionalize first, then the
+// fusions) updates the running statistics as eager does, call after call.
+TEST(Functionalize, CompiledTrainingBatchNormOnTheCpuBackendEqualsEager) {
+  auto make_net = [] {
+    return nn::make<nn::Sequential>(std::vector<nn::ModulePtr>{
+        nn::make<nn::Conv2d>(3, 4, 3, 1, 1), nn::make<nn::BatchNorm2d>(4), nn::make<nn::ReLU>()});
+  };
+  auto eager = make_net(), compiled = make_net();
+  auto ep = eager->named_parameters(), cp = compiled->named_parameters();
+  for (size_t i = 0; i < ep.size(); ++i) cp[i].second.copy_(ep[i].second);
+  eager->train();
+  compiled->train();
+  CompileOptions opts;
+  opts.backend = "cpu";
+  CompiledFunction f(compiled, opts);
+  for (uint64_t step = 0; step < 3; ++step) {
+    Tensor x = rnd({2, 3, 5, 5}, 100 + step);
+    Tensor e = eager->forward(x);
+    Tensor c = f({x})[0];
+    expect_same(c, e, "step " + std::to_string(step));
+  }
+  EXPECT_EQ(f.stats().compiles, 1);
+  auto eb = eager->named_buffers(), cb = compiled->named_buffers();
+  ASSERT_EQ(eb.size(), cb.size());
+  for (size_t i = 0; i < eb.size(); ++i) expect_same(cb[i].second, eb[i].second, eb[i].first);
 }
 
 }  // namespace
