@@ -130,7 +130,8 @@ class InterpreterExecutable final : public Executable {
     std::vector<TensorMeta> metas = s.op->shape(args, attrs);
     std::vector<Tensor> outs = s.op->kernel(args, attrs, metas);
     for (int i : s.op->mutated_inputs)
-      if (i < static_cast<int>(args.size()) && args[i].defined()) args[i].bump_version();
+      if (i < static_cast<int>(args.size()) && args[i].defined() && s.op->mutates(attrs, i))
+        args[i].bump_version();
     return outs;
   }
 

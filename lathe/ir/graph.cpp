@@ -17,7 +17,7 @@ bool is_row_major(const Shape& sizes, const Shape& strides) {
 
 bool same_type(const ValueType& a, const ValueType& b) {
   return a.dtype == b.dtype && a.device == b.device && same_shape(a.sizes, b.sizes) &&
-         same_shape(a.strides, b.strides);
+         same_shape(a.strides, b.strides) && a.requires_grad == b.requires_grad;
 }
 
 void hash_type(StructuralHasher& h, const ValueType& t) {
@@ -25,6 +25,7 @@ void hash_type(StructuralHasher& h, const ValueType& t) {
   h.add(static_cast<uint64_t>(t.device.kind()));
   h.add(t.sizes);
   h.add(t.strides);
+  h.add(static_cast<uint64_t>(t.requires_grad));
 }
 
 // A fake tensor (metadata only) of a value's type, for running shape rules.
@@ -71,16 +72,29 @@ std::string ValueType::to_string() const {
     os << '}';
   }
   if (!device.is_cpu()) os << '@' << device;
+  if (requires_grad) os << " requires_grad";
   return os.str();
 }
 
 ValueType ValueType::of(const Tensor& t) {
-  return ValueType{t.dtype(), t.device(), t.sizes(), t.strides()};
+  return ValueType{t.dtype(), t.device(), t.sizes(), t.strides(), t.requires_grad()};
 }
 
 std::string InputSource::to_string() const {
   if (kind == Kind::argument) return lathe::detail::str("arg", index);
   return name.empty() ? lathe::detail::str("capture", index) : name;
+}
+
+bool Node::mutates_input(int input) const {
+  return input >= 0 && input < static_cast<int>(inputs_.size()) && inputs_[input] != nullptr &&
+         op_->mutates(attrs_, input);
+}
+
+bool Node::has_side_effects() const {
+  if (!op_->mutates_any(attrs_)) return false;
+  for (int i : op_->mutated_inputs)
+    if (mutates_input(i)) return true;
+  return false;
 }
 
 std::string Node::name() const {
@@ -114,6 +128,8 @@ Node* Graph::add_node(const OpDef& op, std::vector<Value*> inputs, Attrs attrs,
     LATHE_CHECK(inputs[i] == nullptr || inputs[i]->graph_ == this, "[ir.graph] add_node(", op.name,
                 "): input ", i, " (", value_name(inputs[i]), ") is not a value of this graph");
   }
+  if (std::string err = op.attr_error(attrs); !err.empty())
+    throw Error(lathe::detail::str("[ir.graph] ", op.name, ": ", err));
   auto node = std::make_unique<Node>();
   node->op_ = &op;
   node->inputs_ = std::move(inputs);
@@ -252,6 +268,7 @@ void Graph::verify() const {
     };
     LATHE_CHECK(n.op().num_inputs < 0 || static_cast<int>(n.inputs_.size()) == n.op().num_inputs,
                 where(), "the op takes ", n.op().num_inputs, " inputs, got ", n.inputs_.size());
+    if (std::string err = n.op().attr_error(n.attrs_); !err.empty()) throw Error(where() + err);
     for (size_t i = 0; i < n.inputs_.size(); ++i) {
       const Value* v = n.inputs_[i];
       if (v == nullptr) continue;

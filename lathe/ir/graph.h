@@ -22,17 +22,20 @@ namespace detail {
 struct GraphSurgery;
 }  // namespace detail
 
-// Metadata of a value: dtype, device, symbolic sizes; strides when known (graph inputs and views
-// keep theirs; other results are unconstrained, the backend picks a layout).
+// Metadata of a value: dtype, device, symbolic sizes; strides when recorded (graph inputs,
+// views, and results whose layout the trace fixed keep theirs; empty strides leave the layout
+// to the backend).
 struct ValueType {
   DType dtype = DType::f32;
   Device device;
   Shape sizes;
   Shape strides;  // empty when the layout is the backend's choice
+  bool requires_grad = false;
   // "f32[s0,64,112,112]"; strides follow in braces when they are not row-major
-  // ("f32[2,3,4,4]{48,1,12,3}"), the device after '@' when it is not the CPU ("f32[2]@lazy").
+  // ("f32[2,3,4,4]{48,1,12,3}"), the device after '@' when it is not the CPU ("f32[2]@lazy"),
+  // and " requires_grad" when set.
   std::string to_string() const;
-  // The type of a tensor (its dtype, device, sizes and strides).
+  // The type of a tensor (its dtype, device, sizes, strides and requires_grad).
   static ValueType of(const Tensor& t);
 };
 
@@ -78,8 +81,11 @@ class Node {
   Attrs& mutable_attrs() { return attrs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   Value* output(size_t i = 0) const { return outputs_.at(i); }
-  // True when the op writes into one of its inputs (kept by DCE, never merged by CSE).
-  bool has_side_effects() const { return !op_->mutated_inputs.empty(); }
+  // True when the node writes into one of its (defined) inputs, by OpDef::mutates with its
+  // attributes: kept by DCE, never merged by CSE. An inference batch_norm has none.
+  bool has_side_effects() const;
+  // True when the node writes into its input `input`.
+  bool mutates_input(int input) const;
   // "%5" (its first output) for messages.
   std::string name() const;
 
@@ -100,7 +106,8 @@ class Graph {
 
   Value* add_input(ValueType type, InputSource source);
   // Appends a node (nodes stay in topological order: inputs must already exist in this graph;
-  // throws "[ir.graph] ..." otherwise). One output value per output type.
+  // the attributes must fit the op's schema, OpDef::attr_schema; throws "[ir.graph] ..."
+  // otherwise). One output value per output type.
   Node* add_node(const OpDef& op, std::vector<Value*> inputs, Attrs attrs,
                  std::vector<ValueType> output_types);
   // Every output must be a value of this graph; a value may appear more than once.
@@ -129,7 +136,8 @@ class Graph {
   // Undefined optional inputs print as None; attributes as Attrs::to_string.
   std::string to_string() const;
   // Checks SSA form (each value defined once, before its uses, by this graph), no dangling values
-  // (node inputs and graph outputs are defined), users lists, input counts, and that every
+  // (node inputs and graph outputs are defined), users lists, input counts, attributes against
+  // the op's schema, and that every
   // node's output types are what its shape rule computes on fake tensors of the input types
   // (dtype and sizes, and strides when both sides have them; symbolic sizes compare structurally,
   // never guarding). Throws lathe::Error("[ir.verify] node %7 (conv2d): ...") naming the node.

@@ -1,6 +1,5 @@
 #include "lathe/ir/passes.h"
 
-#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -8,14 +7,7 @@
 
 namespace lathe::ir {
 
-bool is_random_op(const OpDef& op) {
-  // The registered ops that draw from a generator.
-  static constexpr std::string_view kRandom[] = {"dropout",   "rand",   "randn",  "randint",
-                                                 "bernoulli", "normal", "uniform"};
-  for (std::string_view r : kRandom)
-    if (op.name == r) return true;
-  return false;
-}
+bool is_random_op(const OpDef& op) { return op.category == OpCategory::random; }
 
 int dead_code_elimination(Graph& g) {
   std::unordered_set<const Value*> live(g.outputs().begin(), g.outputs().end());

@@ -153,7 +153,7 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   const auto t0 = Clock::now();
   for (int i : op.mutated_inputs) {
     const bool cpu = i < static_cast<int>(inputs.size()) && inputs[i].defined() &&
-                     inputs[i].device().kind() != DeviceKind::lazy;
+                     inputs[i].device().kind() != DeviceKind::lazy && op.mutates(attrs, i);
     LATHE_CHECK(!cpu, "[", op.name, "] writes into input ", i, " ", inputs[i].shape_string(),
                 ", which is on the cpu while other inputs are lazy");
   }
@@ -171,8 +171,7 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   node->pos = static_cast<int>(c.window_ops.size());
   c.window_ops.push_back(&op);
   const bool writes_self =
-      std::find(op.mutated_inputs.begin(), op.mutated_inputs.end(), 0) != op.mutated_inputs.end() &&
-      node->outputs.size() == 1 && node->outputs[0].is_view;
+      op.mutates(attrs, 0) && node->outputs.size() == 1 && node->outputs[0].is_view;
   std::vector<Tensor> out;
   if (!writes_self) {
     out.reserve(node->outputs.size());
@@ -185,7 +184,8 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
     }
   }
   for (int i : op.mutated_inputs) {
-    if (i >= static_cast<int>(inputs.size()) || !inputs[i].defined()) continue;
+    if (i >= static_cast<int>(inputs.size()) || !inputs[i].defined() || !op.mutates(attrs, i))
+      continue;
     TensorImpl& impl = inputs[i].impl();
     const std::shared_ptr<LazyValue>& in = node->inputs[i];
     auto w = std::make_shared<LazyValue>();
@@ -196,7 +196,7 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
     impl.storage = nullptr;  // the buffer lives on in the graph input; sync gives it back
     c.pending.push_back(inputs[i].impl_ptr());
   }
-  if (!op.mutated_inputs.empty()) c.effects.push_back(node);
+  if (op.mutates_any(attrs)) c.effects.push_back(node);
   if (writes_self) out.push_back(inputs[0]);
   if (c.record_observer) c.record_observer(op, out);
   c.metrics.ops_traced++;

@@ -85,9 +85,21 @@ std::vector<Tensor> fill_kernel(TensorList in, const Attrs& a, const std::vector
 
 namespace detail {
 void register_copy_ops(OpRegistry& r) {
-  r.add(OpDef{"clone", 1, clone_rule, clone_kernel, {}, {}});
-  r.add(OpDef{"copy_", 2, copy_inplace_rule, copy_inplace_kernel, {}, {0}});
-  r.add(OpDef{"fill_", 1, fill_rule, fill_kernel, {}, {0}});
+  using T = AttrType;
+  r.add(define_op("clone", 1, clone_rule, clone_kernel, OpCategory::copy,
+                  {required("memory_format", T::string), optional("dtype", T::dtype)}));
+  OpDef copy =
+      define_op("copy_", 2, copy_inplace_rule, copy_inplace_kernel, OpCategory::in_place, {});
+  copy.mutated_inputs = {0};
+  copy.output_aliases = {0};
+  copy.functional_variant = "copy";
+  r.add(std::move(copy));
+  OpDef fill = define_op("fill_", 1, fill_rule, fill_kernel, OpCategory::in_place,
+                         {required("value", T::real)});
+  fill.mutated_inputs = {0};
+  fill.output_aliases = {0};
+  fill.functional_variant = "fill";
+  r.add(std::move(fill));
 }
 }  // namespace detail
 

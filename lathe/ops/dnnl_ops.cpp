@@ -381,15 +381,6 @@ std::vector<Tensor> adaptive_avg_pool2d_kernel(TensorList in, const Attrs&,
   return {out};
 }
 
-OpDef make_op(const char* name, int num_inputs, ShapeRule rule, EagerKernel kernel) {
-  OpDef op;
-  op.name = name;
-  op.num_inputs = num_inputs;
-  op.shape = std::move(rule);
-  op.kernel = std::move(kernel);
-  return op;
-}
-
 Shape ints(const std::vector<int64_t>& v) { return to_shape(v); }
 
 }  // namespace
@@ -409,13 +400,27 @@ Conv2dParams conv_params(const Attrs& a) {
   return p;
 }
 
+std::vector<AttrSpec> conv2d_attrs() {
+  return {required("stride", AttrType::int_list), required("padding", AttrType::int_list),
+          required("dilation", AttrType::int_list), required("groups", AttrType::integer)};
+}
+
 void register_dnnl_ops(OpRegistry& r) {
-  r.add(make_op("conv2d", 3, conv2d_rule, conv2d_kernel));
-  r.add(make_op("linear", 3, linear_rule, linear_kernel));
-  r.add(make_op("matmul", 2, matmul_rule, matmul_kernel));
-  r.add(make_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_kernel));
-  r.add(make_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_kernel));
-  r.add(make_op("adaptive_avg_pool2d", 1, adaptive_avg_pool2d_rule, adaptive_avg_pool2d_kernel));
+  using T = AttrType;
+  using C = OpCategory;
+  r.add(define_op("conv2d", 3, conv2d_rule, conv2d_kernel, C::contraction, conv2d_attrs()));
+  r.add(define_op("linear", 3, linear_rule, linear_kernel, C::contraction, {}));
+  r.add(define_op("matmul", 2, matmul_rule, matmul_kernel, C::contraction, {}));
+  r.add(define_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_kernel, C::pooling,
+                  {required("kernel", T::int_list), required("stride", T::int_list),
+                   required("padding", T::int_list), required("dilation", T::int_list),
+                   required("ceil_mode", T::boolean)}));
+  r.add(define_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_kernel, C::pooling,
+                  {required("kernel", T::int_list), required("stride", T::int_list),
+                   required("padding", T::int_list), required("ceil_mode", T::boolean),
+                   required("count_include_pad", T::boolean)}));
+  r.add(define_op("adaptive_avg_pool2d", 1, adaptive_avg_pool2d_rule, adaptive_avg_pool2d_kernel,
+                  C::pooling, {required("output_size", T::int_list)}));
 }
 }  // namespace detail
 

@@ -23,9 +23,8 @@ ShapeRule binary_rule(const char* name, BinKind kind) {
     Shape s = broadcast_shapes(in[0].sizes(), in[1].sizes(), name);
     DType d = binary_compute_dtype(in[0].dtype(), in[1].dtype(), kind);
     // A 0-dim CPU operand (a scalar) may join a tensor on another device.
-    LATHE_CHECK(in[0].device() == in[1].device() || in[0].dim() == 0 || in[1].dim() == 0, "[",
-                name, "] inputs are on different devices: ", in[0].device(), " and ",
-                in[1].device());
+    LATHE_CHECK(in[0].device() == in[1].device() || in[0].dim() == 0 || in[1].dim() == 0, "[", name,
+                "] inputs are on different devices: ", in[0].device(), " and ", in[1].device());
     Device dev = in[0].dim() == 0 && in[1].dim() != 0 ? in[1].device() : in[0].device();
     return std::vector<TensorMeta>{result_meta(s, kind == BinKind::compare ? DType::b8 : d, dev)};
   };
@@ -60,9 +59,13 @@ EagerKernel binary_kernel(const char* name, BinKind kind, F f) {
   };
 }
 
+// with_alpha: the op takes an optional "alpha" (a + alpha*b, a - alpha*b).
 template <class F>
-void add_binary(OpRegistry& r, const char* name, BinKind kind, F f) {
-  r.add(OpDef{name, 2, binary_rule(name, kind), binary_kernel(name, kind, f), {}, {}});
+void add_binary(OpRegistry& r, const char* name, BinKind kind, F f, bool with_alpha = false) {
+  std::vector<AttrSpec> attrs;
+  if (with_alpha) attrs.push_back(detail::optional("alpha", AttrType::real));
+  r.add(detail::define_op(name, 2, binary_rule(name, kind), binary_kernel(name, kind, f),
+                          OpCategory::pointwise, std::move(attrs)));
 }
 
 template <class T>
@@ -101,8 +104,10 @@ T nan_min(T x, T y) {
 // ---- unary ----
 enum class UnaryKind { keep, floating };
 
-ShapeRule unary_rule(const char* name, UnaryKind kind) {
-  return [name, kind](TensorList in, const Attrs&) {
+// `check` validates the attributes (hardtanh's bounds, gelu's form, ...).
+ShapeRule unary_rule(const char* name, UnaryKind kind, std::function<void(const Attrs&)> check) {
+  return [name, kind, check](TensorList in, const Attrs& attrs) {
+    if (check) check(attrs);
     DType d = in[0].dtype();
     if (kind == UnaryKind::floating && !is_floating(d)) d = DType::f32;
     if (kind == UnaryKind::keep && d == DType::b8 && std::string(name) != "logical_not")
@@ -138,8 +143,13 @@ EagerKernel unary_kernel(const char* name, F f) {
 }
 
 template <class F>
-void add_unary(OpRegistry& r, const char* name, UnaryKind kind, F f) {
-  r.add(OpDef{name, 1, unary_rule(name, kind), unary_kernel(name, f), {}, {}});
+void add_unary(OpRegistry& r, const char* name, UnaryKind kind, F f,
+               std::vector<AttrSpec> attrs = {}, std::function<void(const Attrs&)> check = nullptr,
+               std::function<std::optional<PostOp>(const Attrs&)> post_op = nullptr) {
+  OpDef op = detail::define_op(name, 1, unary_rule(name, kind, std::move(check)),
+                               unary_kernel(name, f), OpCategory::pointwise, std::move(attrs));
+  op.post_op = std::move(post_op);
+  r.add(std::move(op));
 }
 
 template <class T>
@@ -221,6 +231,19 @@ std::vector<Tensor> mul_scalar_inplace_kernel(TensorList in, const Attrs& a,
   return {self};
 }
 
+std::vector<TensorMeta> mul_scalar_rule(TensorList in, const Attrs&) {
+  return {result_meta(in[0].sizes(), in[0].dtype(), in[0].device())};
+}
+
+// Writes into a fresh output the same values mul_scalar_ writes into self.
+std::vector<Tensor> mul_scalar_kernel(TensorList in, const Attrs& a,
+                                      const std::vector<TensorMeta>& m) {
+  Tensor out = alloc_output(m[0].sizes, m[0].dtype, in);
+  kernels::copy(out, in[0]);
+  Tensor o = out;
+  return mul_scalar_inplace_kernel({&o, 1}, a, m);
+}
+
 std::vector<Tensor> relu_inplace_kernel(TensorList in, const Attrs&,
                                         const std::vector<TensorMeta>&) {
   Tensor self = in[0];
@@ -235,8 +258,10 @@ std::vector<Tensor> relu_inplace_kernel(TensorList in, const Attrs&,
 
 namespace detail {
 void register_elementwise_ops(OpRegistry& r) {
-  add_binary(r, "add", BinKind::arith, [](auto x, auto y, auto al) { return x + al * y; });
-  add_binary(r, "sub", BinKind::arith, [](auto x, auto y, auto al) { return x - al * y; });
+  add_binary(
+      r, "add", BinKind::arith, [](auto x, auto y, auto al) { return x + al * y; }, true);
+  add_binary(
+      r, "sub", BinKind::arith, [](auto x, auto y, auto al) { return x - al * y; }, true);
   add_binary(r, "mul", BinKind::arith, [](auto x, auto y, auto) { return x * y; });
   add_binary(r, "div", BinKind::divide, [](auto x, auto y, auto) { return x / y; });
   add_binary(r, "pow", BinKind::arith, [](auto x, auto y, auto) { return py_pow(x, y); });
@@ -266,15 +291,29 @@ void register_elementwise_ops(OpRegistry& r) {
   });
   add_unary(r, "silu", F,
             [](A) { return [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }; });
-  add_unary(r, "relu", K, [](A) { return [](auto x) { return x > 0 ? x : decltype(x)(0); }; });
-  add_unary(r, "hardtanh", K, [](A a) {
-    const double lo = a.get_double("min_val"), hi = a.get_double("max_val");
-    return [lo, hi](auto x) {
-      using T = decltype(x);
-      const T l = static_cast<T>(lo), h = static_cast<T>(hi);
-      return x < l ? l : (x > h ? h : x);
-    };
-  });
+  using T = AttrType;
+  add_unary(
+      r, "relu", K, [](A) { return [](auto x) { return x > 0 ? x : decltype(x)(0); }; }, {},
+      nullptr, [](A) { return std::optional<PostOp>(PostOp{PostOp::Kind::relu}); });
+  add_unary(
+      r, "hardtanh", K,
+      [](A a) {
+        const double lo = a.get_double("min_val"), hi = a.get_double("max_val");
+        return [lo, hi](auto x) {
+          using T = decltype(x);
+          const T l = static_cast<T>(lo), h = static_cast<T>(hi);
+          return x < l ? l : (x > h ? h : x);
+        };
+      },
+      {detail::required("min_val", T::real), detail::required("max_val", T::real)},
+      [](A a) {
+        const double lo = a.get_double("min_val"), hi = a.get_double("max_val");
+        LATHE_CHECK(lo <= hi, "[hardtanh] min_val ", lo, " is greater than max_val ", hi);
+      },
+      [](A a) {
+        return std::optional<PostOp>(
+            PostOp{PostOp::Kind::clip, a.get_double("min_val"), a.get_double("max_val")});
+      });
   add_unary(r, "hardswish", F, [](A) {
     return [](auto x) {
       using T = decltype(x);
@@ -288,32 +327,66 @@ void register_elementwise_ops(OpRegistry& r) {
       return std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
     };
   });
-  add_unary(r, "gelu", F, [](A a) {
-    const bool tanh_form = a.get_string("approximate") == "tanh";
-    return [tanh_form](auto x) {
-      using T = decltype(x);
-      if (tanh_form) {
-        const T k = static_cast<T>(0.7978845608028654);  // sqrt(2/pi)
-        return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-      }
-      return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.7071067811865476)));
-    };
-  });
-  add_unary(r, "clamp", K, [](A a) {
-    const bool has_lo = a.has("min"), has_hi = a.has("max");
-    const double lo = has_lo ? a.get_double("min") : 0.0, hi = has_hi ? a.get_double("max") : 0.0;
-    return [=](auto x) {
-      using T = decltype(x);
-      if (has_lo && static_cast<double>(x) < lo) x = static_cast<T>(lo);
-      if (has_hi && static_cast<double>(x) > hi) x = static_cast<T>(hi);
-      return x;
-    };
-  });
+  add_unary(
+      r, "gelu", F,
+      [](A a) {
+        const bool tanh_form = a.get_string("approximate") == "tanh";
+        return [tanh_form](auto x) {
+          using T = decltype(x);
+          if (tanh_form) {
+            const T k = static_cast<T>(0.7978845608028654);  // sqrt(2/pi)
+            return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+          }
+          return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.7071067811865476)));
+        };
+      },
+      {detail::required("approximate", T::string)},
+      [](A a) {
+        const std::string& approximate = a.get_string("approximate");
+        LATHE_CHECK(approximate == "none" || approximate == "tanh",
+                    "[gelu] approximate must be 'none' or 'tanh', got '", approximate, "'");
+      },
+      [](A a) {
+        return std::optional<PostOp>(PostOp{a.get_string("approximate") == "tanh"
+                                                ? PostOp::Kind::gelu_tanh
+                                                : PostOp::Kind::gelu_erf});
+      });
+  add_unary(
+      r, "clamp", K,
+      [](A a) {
+        const bool has_lo = a.has("min"), has_hi = a.has("max");
+        const double lo = has_lo ? a.get_double("min") : 0.0,
+                     hi = has_hi ? a.get_double("max") : 0.0;
+        return [=](auto x) {
+          using T = decltype(x);
+          if (has_lo && static_cast<double>(x) < lo) x = static_cast<T>(lo);
+          if (has_hi && static_cast<double>(x) > hi) x = static_cast<T>(hi);
+          return x;
+        };
+      },
+      {detail::optional("min", T::real), detail::optional("max", T::real)},
+      [](A a) {
+        LATHE_CHECK(a.has("min") || a.has("max"),
+                    "[clamp] at least one of min and max must be given");
+      });
+  // The functional form of mul_scalar_: x * other in x's dtype.
+  r.add(detail::define_op("mul_scalar", 1, mul_scalar_rule, mul_scalar_kernel,
+                          OpCategory::pointwise, {detail::required("other", T::real)}));
 
-  r.add(OpDef{"where", 3, where_rule, where_kernel, {}, {}});
-  r.add(OpDef{"add_", 2, inplace_rule, add_inplace_kernel, {}, {0}});
-  r.add(OpDef{"mul_scalar_", 1, inplace_rule, mul_scalar_inplace_kernel, {}, {0}});
-  r.add(OpDef{"relu_", 1, inplace_rule, relu_inplace_kernel, {}, {0}});
+  r.add(detail::define_op("where", 3, where_rule, where_kernel, OpCategory::pointwise, {}));
+  auto in_place = [&](const char* name, int inputs, EagerKernel kernel, const char* functional,
+                      std::vector<AttrSpec> attrs) {
+    OpDef op = detail::define_op(name, inputs, inplace_rule, std::move(kernel),
+                                 OpCategory::in_place, std::move(attrs));
+    op.mutated_inputs = {0};
+    op.output_aliases = {0};
+    op.functional_variant = functional;
+    r.add(std::move(op));
+  };
+  in_place("add_", 2, add_inplace_kernel, "add", {detail::required("alpha", T::real)});
+  in_place("mul_scalar_", 1, mul_scalar_inplace_kernel, "mul_scalar",
+           {detail::required("other", T::real)});
+  in_place("relu_", 1, relu_inplace_kernel, "relu", {});
 }
 }  // namespace detail
 
@@ -396,19 +469,15 @@ Tensor erf(const Tensor& x) { return un(LATHE_OP("erf"), x); }
 Tensor relu(const Tensor& x) { return un(LATHE_OP("relu"), x); }
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
 Tensor hardtanh(const Tensor& x, double lo, double hi) {
-  LATHE_CHECK(lo <= hi, "[hardtanh] min_val ", lo, " is greater than max_val ", hi);
   return un(LATHE_OP("hardtanh"), x, Attrs{{"min_val", lo}, {"max_val", hi}});
 }
 Tensor hardswish(const Tensor& x) { return un(LATHE_OP("hardswish"), x); }
 Tensor hardsigmoid(const Tensor& x) { return un(LATHE_OP("hardsigmoid"), x); }
 Tensor gelu(const Tensor& x, const std::string& approximate) {
-  LATHE_CHECK(approximate == "none" || approximate == "tanh",
-              "[gelu] approximate must be 'none' or 'tanh', got '", approximate, "'");
   return un(LATHE_OP("gelu"), x, Attrs{{"approximate", approximate}});
 }
 Tensor silu(const Tensor& x) { return un(LATHE_OP("silu"), x); }
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
-  LATHE_CHECK(lo || hi, "[clamp] at least one of min and max must be given");
   Attrs a;
   if (lo) a.set("min", *lo);
   if (hi) a.set("max", *hi);

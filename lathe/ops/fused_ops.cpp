@@ -243,19 +243,16 @@ std::vector<Tensor> linear_fused_kernel(TensorList in, const Attrs& a,
 
 namespace detail {
 void register_fused_ops(OpRegistry& r) {
-  OpDef linear;
-  linear.name = "linear_fused";
-  linear.num_inputs = kLinearInputs;
-  linear.shape = linear_fused_rule;
-  linear.kernel = linear_fused_kernel;
-  r.add(std::move(linear));
-
-  OpDef op;
-  op.name = "conv2d_fused";
-  op.num_inputs = kNumInputs;
-  op.shape = conv2d_fused_rule;
-  op.kernel = conv2d_fused_kernel;
-  r.add(std::move(op));
+  using T = AttrType;
+  r.add(define_op("linear_fused", kLinearInputs, linear_fused_rule, linear_fused_kernel,
+                  OpCategory::fused, {required("act", T::string)}));
+  std::vector<AttrSpec> conv_attrs = conv2d_attrs();
+  conv_attrs.insert(conv_attrs.end(), {optional("eps", T::real), required("act", T::string),
+                                       required("act_min", T::real), required("act_max", T::real),
+                                       required("act2", T::string), required("act2_min", T::real),
+                                       required("act2_max", T::real)});
+  r.add(define_op("conv2d_fused", kNumInputs, conv2d_fused_rule, conv2d_fused_kernel,
+                  OpCategory::fused, std::move(conv_attrs)));
 }
 }  // namespace detail
 

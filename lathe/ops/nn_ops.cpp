@@ -176,6 +176,34 @@ std::vector<Tensor> batch_norm_kernel(TensorList in, const Attrs& a,
   return {out};
 }
 
+// ---- batch_norm_functional: batch_norm without writing; outputs y, the new running_mean and
+// the new running_var (what batch_norm in training writes into inputs 1 and 2) ----
+enum BatchNormInput { kInput, kRunningMean, kRunningVar, kWeight, kBias };
+
+std::vector<TensorMeta> batch_norm_functional_rule(TensorList in, const Attrs& a) {
+  std::vector<TensorMeta> m = batch_norm_rule(in, a);
+  LATHE_CHECK(in[kRunningMean].defined() && in[kRunningVar].defined(),
+              "[batch_norm_functional] needs running_mean and running_var");
+  for (int i : {kRunningMean, kRunningVar})
+    m.push_back(result_meta(in[i].sizes(), in[i].dtype(), in[i].device()));
+  return m;
+}
+
+std::vector<Tensor> batch_norm_functional_kernel(TensorList in, const Attrs& a,
+                                                 const std::vector<TensorMeta>& m) {
+  // The in-place kernel on fresh copies of the statistics: the same arithmetic, bit for bit.
+  std::vector<Tensor> args(in.begin(), in.end());
+  for (int i : {kRunningMean, kRunningVar}) {
+    Tensor copy = empty(in[i].sizes(), in[i].dtype());
+    kernels::copy(copy, in[i]);
+    args[i] = copy;
+  }
+  std::vector<Tensor> out = batch_norm_kernel(args, a, m);
+  out.push_back(args[kRunningMean]);
+  out.push_back(args[kRunningVar]);
+  return out;
+}
+
 // ---- dropout ----
 std::vector<TensorMeta> dropout_rule(TensorList in, const Attrs& a) {
   double p = a.get_double("p");
@@ -289,13 +317,29 @@ std::vector<Tensor> nll_kernel(TensorList in, const Attrs& a, const std::vector<
 
 namespace detail {
 void register_nn_ops(OpRegistry& r) {
-  r.add(OpDef{"softmax", 1, softmax_rule("softmax"), softmax_kernel(false), {}, {}});
-  r.add(OpDef{"log_softmax", 1, softmax_rule("log_softmax"), softmax_kernel(true), {}, {}});
-  r.add(OpDef{"layer_norm", 3, layer_norm_rule, layer_norm_kernel, {}, {}});
-  r.add(OpDef{"batch_norm", 5, batch_norm_rule, batch_norm_kernel, {}, {1, 2}});
-  r.add(OpDef{"dropout", 1, dropout_rule, dropout_kernel, {}, {}});
-  r.add(OpDef{"embedding", 2, embedding_rule, embedding_kernel, {}, {}});
-  r.add(OpDef{"nll_loss", 2, nll_rule, nll_kernel, {}, {}});
+  using T = AttrType;
+  using C = OpCategory;
+  r.add(define_op("softmax", 1, softmax_rule("softmax"), softmax_kernel(false), C::normalization,
+                  {required("dim", T::integer)}));
+  r.add(define_op("log_softmax", 1, softmax_rule("log_softmax"), softmax_kernel(true),
+                  C::normalization, {required("dim", T::integer)}));
+  r.add(define_op("layer_norm", 3, layer_norm_rule, layer_norm_kernel, C::normalization,
+                  {required("normalized_shape", T::int_list), required("eps", T::real)}));
+  const std::vector<AttrSpec> bn_attrs{required("training", T::boolean),
+                                       required("momentum", T::real), required("eps", T::real)};
+  OpDef bn =
+      define_op("batch_norm", 5, batch_norm_rule, batch_norm_kernel, C::normalization, bn_attrs);
+  // Training updates running_mean and running_var in place; inference reads them only.
+  bn.mutated_inputs = {kRunningMean, kRunningVar};
+  bn.mutates_when = [](const Attrs& a) { return a.get_bool("training"); };
+  bn.functional_variant = "batch_norm_functional";
+  r.add(std::move(bn));
+  r.add(define_op("batch_norm_functional", 5, batch_norm_functional_rule,
+                  batch_norm_functional_kernel, C::normalization, bn_attrs));
+  r.add(define_op("dropout", 1, dropout_rule, dropout_kernel, C::random, {required("p", T::real)}));
+  r.add(define_op("embedding", 2, embedding_rule, embedding_kernel, C::other, {}));
+  r.add(define_op("nll_loss", 2, nll_rule, nll_kernel, C::other,
+                  {required("reduction", T::string), required("ignore_index", T::integer)}));
 }
 }  // namespace detail
 

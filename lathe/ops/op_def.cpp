@@ -1,6 +1,8 @@
 #include "lathe/ops/op_def.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include "lathe/ops/register.h"
@@ -18,6 +20,7 @@ OpRegistry& OpRegistry::global() {
     detail::register_nn_ops(*r);
     detail::register_dnnl_ops(*r);
     detail::register_fused_ops(*r);
+    detail::register_functional_ops(*r);
     return r;
   }();
   return *reg;
@@ -45,6 +48,138 @@ std::vector<std::string> OpRegistry::names() const {
   std::vector<std::string> r;
   for (const auto& op : ops_) r.push_back(op->name);
   return r;
+}
+
+const char* category_name(OpCategory c) {
+  switch (c) {
+    case OpCategory::unknown:
+      return "unknown";
+    case OpCategory::pointwise:
+      return "pointwise";
+    case OpCategory::reduction:
+      return "reduction";
+    case OpCategory::view:
+      return "view";
+    case OpCategory::in_place:
+      return "in_place";
+    case OpCategory::random:
+      return "random";
+    case OpCategory::copy:
+      return "copy";
+    case OpCategory::normalization:
+      return "normalization";
+    case OpCategory::contraction:
+      return "contraction";
+    case OpCategory::pooling:
+      return "pooling";
+    case OpCategory::fused:
+      return "fused";
+    case OpCategory::other:
+      return "other";
+  }
+  return "?";
+}
+
+const char* attr_type_name(AttrType t) {
+  switch (t) {
+    case AttrType::boolean:
+      return "a bool";
+    case AttrType::integer:
+      return "an int";
+    case AttrType::real:
+      return "a float";
+    case AttrType::int_list:
+      return "an int list";
+    case AttrType::sym_int:
+      return "an int (or a one-element size list)";
+    case AttrType::string:
+      return "a string";
+    case AttrType::dtype:
+      return "a dtype";
+  }
+  return "?";
+}
+
+const char* post_op_name(PostOp::Kind k) {
+  switch (k) {
+    case PostOp::Kind::relu:
+      return "relu";
+    case PostOp::Kind::clip:
+      return "clip";
+    case PostOp::Kind::gelu_erf:
+      return "gelu";
+    case PostOp::Kind::gelu_tanh:
+      return "gelu_tanh";
+  }
+  return "?";
+}
+
+bool OpDef::mutates(const Attrs& attrs, int input) const {
+  if (std::find(mutated_inputs.begin(), mutated_inputs.end(), input) == mutated_inputs.end())
+    return false;
+  return !mutates_when || mutates_when(attrs);
+}
+
+bool OpDef::mutates_any(const Attrs& attrs) const {
+  return !mutated_inputs.empty() && (!mutates_when || mutates_when(attrs));
+}
+
+int OpDef::aliased_input(int output) const {
+  return output >= 0 && output < static_cast<int>(output_aliases.size()) ? output_aliases[output]
+                                                                         : -1;
+}
+
+namespace {
+
+const char* value_type_name(const AttrValue& v) {
+  static const char* names[] = {"bool", "int", "float", "int list", "string", "dtype"};
+  return names[v.index()];
+}
+
+bool fits(const AttrValue& v, AttrType t) {
+  switch (t) {
+    case AttrType::boolean:
+      return std::holds_alternative<bool>(v);
+    case AttrType::integer:
+      return std::holds_alternative<int64_t>(v);
+    case AttrType::real:
+      return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v);
+    case AttrType::int_list:
+      return std::holds_alternative<Shape>(v);
+    case AttrType::sym_int:
+      return std::holds_alternative<int64_t>(v) ||
+             (std::holds_alternative<Shape>(v) && std::get<Shape>(v).size() == 1);
+    case AttrType::string:
+      return std::holds_alternative<std::string>(v);
+    case AttrType::dtype:
+      return std::holds_alternative<DType>(v);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string OpDef::attr_error(const Attrs& attrs) const {
+  if (!attr_schema) return {};
+  for (const auto& [key, value] : attrs.items()) {
+    const AttrSpec* spec = nullptr;
+    for (const AttrSpec& s : *attr_schema)
+      if (std::strcmp(s.name, key) == 0) spec = &s;
+    if (spec == nullptr) {
+      std::string known;
+      for (const AttrSpec& s : *attr_schema)
+        known += detail::str(known.empty() ? "" : ", ", s.name);
+      return detail::str("unknown attribute '", key, "' (the op takes ",
+                         known.empty() ? std::string("none") : known, ")");
+    }
+    if (!fits(value, spec->type))
+      return detail::str("attribute '", key, "' must be ", attr_type_name(spec->type), ", got ",
+                         value_type_name(value));
+  }
+  for (const AttrSpec& s : *attr_schema)
+    if (s.required && !attrs.has(s.name))
+      return detail::str("missing attribute '", s.name, "' (", attr_type_name(s.type), ")");
+  return {};
 }
 
 static thread_local DispatchHook tls_hook = nullptr;
@@ -90,7 +225,8 @@ std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& at
   }
   std::vector<Tensor> out = op.kernel(inputs, attrs, metas);
   for (int i : op.mutated_inputs)
-    if (i < static_cast<int>(inputs.size()) && inputs[i].defined()) inputs[i].bump_version();
+    if (i < static_cast<int>(inputs.size()) && inputs[i].defined() && op.mutates(attrs, i))
+      inputs[i].bump_version();
   return out;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,7 +18,7 @@ struct TensorMeta {
   Shape sizes;
   DType dtype = DType::f32;
   Device device;
-  bool is_view = false;  // output aliases input 0 (view ops)
+  bool is_view = false;  // output aliases input 0 (views, and in-place ops' results)
   Shape strides;         // set for views
   int64_t offset = 0;    // set for views (elements, absolute into input 0's storage)
 };
@@ -34,14 +35,90 @@ using EagerKernel =
 using VjpRule = std::function<std::vector<Tensor>(TensorList inputs, TensorList outputs,
                                                   TensorList grad_outputs, const Attrs&)>;
 
+// What kind of computation an op is; passes and backends read it instead of lists of op names.
+enum class OpCategory : uint8_t {
+  unknown,        // not declared (ops registered outside lathe/ops, e.g. by tests)
+  pointwise,      // elementwise over broadcast inputs (unary, binary, compare, where)
+  reduction,      // reduces dims (sum, mean, amax, argmax, var, ...)
+  view,           // output 0 is a view of input 0 (shares its storage)
+  in_place,       // writes into an input and returns it
+  random,         // draws from a generator: two calls with the same inputs differ (dropout)
+  copy,           // fresh copies and data movement (clone, cat, as_strided_scatter, ...)
+  normalization,  // softmax, layer_norm, batch_norm
+  contraction,    // conv2d, linear, matmul
+  pooling,        // max / avg / adaptive pooling
+  fused,          // fusions made by backend passes (conv2d_fused, linear_fused)
+  other,          // anything else with its own kernel (embedding, nll_loss)
+};
+const char* category_name(OpCategory c);
+
+// The type of an attribute value.
+enum class AttrType : uint8_t {
+  boolean,   // bool
+  integer,   // int64
+  real,      // double (an int64 is accepted too)
+  int_list,  // Shape (ints or symbolic sizes)
+  sym_int,   // int64, or a one-element Shape holding a symbolic value (slice bounds)
+  string,
+  dtype,
+};
+const char* attr_type_name(AttrType t);
+
+// One attribute of an op's schema.
+struct AttrSpec {
+  const char* name;
+  AttrType type;
+  bool required = true;
+};
+
+// An activation that a fused conv / matmul can apply as a post-op (oneDNN eltwise post-ops).
+struct PostOp {
+  enum class Kind : uint8_t { relu, clip, gelu_erf, gelu_tanh };
+  Kind kind = Kind::relu;
+  double lo = 0, hi = 0;  // bounds for clip
+};
+// The name the fused ops' "act" attributes use: "relu", "clip", "gelu", "gelu_tanh".
+const char* post_op_name(PostOp::Kind k);
+
 struct OpDef {
   std::string name;
   int num_inputs = -1;  // -1: variadic
   ShapeRule shape;
   EagerKernel kernel;
   VjpRule vjp;
-  // Writes into input 0 in place (add_, batch-norm running stats on inputs 3 and 4, ...).
+  // Inputs the op may write in place (add_, copy_: input 0; batch_norm: running_mean and
+  // running_var, inputs 1 and 2). `mutates_when` narrows it by the attributes.
   std::vector<int> mutated_inputs;
+
+  // ---- properties (filled in for every built-in op; tests check it) ----
+  OpCategory category = OpCategory::unknown;
+  // For each output, the input it aliases (shares storage with), or -1. Views: {0}; in-place
+  // ops: {0} (they return the mutated input itself). Empty: no output aliases an input.
+  std::vector<int> output_aliases = {};
+  // When set, the inputs in mutated_inputs are written only when it returns true for the
+  // node's attributes (batch_norm writes its running stats only when training).
+  std::function<bool(const Attrs&)> mutates_when = nullptr;
+  // The attributes the op takes. Unset: unchecked (ops registered by tests). Checked by
+  // ir::Graph::add_node and ir::Graph::verify (see attr_error).
+  std::optional<std::vector<AttrSpec>> attr_schema = std::nullopt;
+  // Ops a fused conv / matmul can absorb as a post-op: the activation for these attributes,
+  // or nullopt when these attributes have no post-op form.
+  std::function<std::optional<PostOp>(const Attrs&)> post_op = nullptr;
+  // For an op that writes in place, the op computing the same without writing: it takes the
+  // same inputs and attributes and returns the op's outputs that alias no input, followed by
+  // the new value of each written input (in mutated_inputs order). add_ -> add; batch_norm ->
+  // batch_norm_functional (y, new running_mean, new running_var).
+  const char* functional_variant = nullptr;
+
+  // True when a call with these attributes writes into input `input`.
+  bool mutates(const Attrs& attrs, int input) const;
+  // True when a call with these attributes writes into any input.
+  bool mutates_any(const Attrs& attrs) const;
+  // The input output `output` aliases, or -1.
+  int aliased_input(int output) const;
+  // Empty when attrs fit attr_schema (or there is none); else what is wrong: "attribute
+  // 'stride' must be an int list, got float", a missing required or an unknown attribute.
+  std::string attr_error(const Attrs& attrs) const;
 };
 
 // Looks ops up by name; all built-in ops are registered on first use.
@@ -60,8 +137,8 @@ class OpRegistry {
   std::vector<std::unique_ptr<OpDef>> ops_;
 };
 
-// The one dispatch point: validates with the shape rule and runs the op in the current mode
-// (eager today; trace and lazy recording plug in here).
+// The one dispatch point: validates with the shape rule and runs the op in the current mode:
+// eager, or recorded by the tracer (thread-local hook) or the lazy device.
 std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs);
 // Convenience for single-output ops.
 Tensor dispatch1(const OpDef& op, TensorList inputs, const Attrs& attrs);

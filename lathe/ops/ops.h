@@ -17,7 +17,8 @@ Tensor div(const Tensor& a, const Tensor& b);                      // [div] true
 Tensor pow(const Tensor& a, const Tensor& b);                      // [pow]
 Tensor maximum(const Tensor& a, const Tensor& b);                  // [maximum]
 Tensor minimum(const Tensor& a, const Tensor& b);                  // [minimum]
-// With a scalar operand [add_scalar, mul_scalar, ...; attr "other"].
+// With a scalar operand: the scalar becomes a 0-d tensor of the dtype it promotes to with `a`
+// (PyTorch's rules for Python scalars) and the binary op above runs [add, sub, mul, div, pow].
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor rsub(const Tensor& a, double b);  // b - a
@@ -64,9 +65,14 @@ Tensor silu(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 
 // ---- in-place (write into `self`, which must not broadcast) ----
-Tensor& add_(Tensor& self, const Tensor& other, double alpha = 1.0);
-Tensor& mul_(Tensor& self, double v);
-Tensor& relu_(Tensor& self);
+Tensor& add_(Tensor& self, const Tensor& other, double alpha = 1.0);  // [add_]
+Tensor& mul_(Tensor& self, double v);                                 // [mul_scalar_]
+Tensor& relu_(Tensor& self);                                          // [relu_]
+// A row-major copy of base whose base.as_strided(size, stride, offset) window holds src (the
+// window counted in elements of base's row-major layout) [as_strided_scatter]: what a write
+// through a view becomes in a functional graph (ir::functionalize).
+Tensor as_strided_scatter(const Tensor& base, const Tensor& src, const Shape& size,
+                          const Shape& stride, int64_t offset);
 
 // ---- linear algebra ----
 // Matrix product with numpy broadcasting of batch dims; 1-d operands as in torch.matmul.

@@ -1,4 +1,6 @@
 // Reductions: sum, mean, amax, amin, argmax, argmin, var, std (and max/min along a dim).
+#include <limits>
+
 #include "lathe/kernels/reduce.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
@@ -33,6 +35,9 @@ ShapeRule reduce_rule(const char* name, ReduceKind k) {
     if ((k == ReduceKind::argmax || k == ReduceKind::argmin) && x.dim() > 0)
       LATHE_CHECK(dims.size() == 1, "[", name, "] reduces exactly one dim, got ", dims);
     bool keep = a.get_bool("keepdim");
+    if (a.has("correction"))
+      LATHE_CHECK(a.get_int("correction") >= 0, "[", name, "] correction must be >= 0, got ",
+                  a.get_int("correction"));
     Shape out;
     for (int64_t d = 0; d < x.dim(); ++d) {
       bool r = std::find(dims.begin(), dims.end(), d) != dims.end();
@@ -60,13 +65,20 @@ EagerKernel reduce_kernel(const char* name, ReduceKind k) {
 }
 
 void add_reduce(OpRegistry& r, const char* name, ReduceKind k) {
-  r.add(OpDef{name, 1, reduce_rule(name, k), reduce_kernel(name, k), {}, {}});
+  std::vector<AttrSpec> attrs{detail::required("dims", AttrType::int_list),
+                              detail::required("keepdim", AttrType::boolean)};
+  if (k == ReduceKind::var || k == ReduceKind::std)
+    attrs.push_back(detail::optional("correction", AttrType::integer));
+  r.add(detail::define_op(name, 1, reduce_rule(name, k), reduce_kernel(name, k),
+                          OpCategory::reduction, std::move(attrs)));
 }
 
+constexpr int64_t kNoCorrection = std::numeric_limits<int64_t>::min();
+
 Tensor red(const OpDef& op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
-           int64_t correction = -1) {
+           int64_t correction = kNoCorrection) {
   Attrs a{{"dims", to_shape(dims)}, {"keepdim", keepdim}};
-  if (correction >= 0) a.set("correction", correction);
+  if (correction != kNoCorrection) a.set("correction", correction);
   return dispatch1(op, {&x, 1}, a);
 }
 
@@ -112,11 +124,9 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
   return red(LATHE_OP("argmin"), x, {dim}, keepdim);
 }
 Tensor var(const Tensor& x, std::vector<int64_t> dims, int64_t correction, bool keepdim) {
-  LATHE_CHECK(correction >= 0, "[var] correction must be >= 0, got ", correction);
   return red(LATHE_OP("var"), x, std::move(dims), keepdim, correction);
 }
 Tensor std_dev(const Tensor& x, std::vector<int64_t> dims, int64_t correction, bool keepdim) {
-  LATHE_CHECK(correction >= 0, "[std] correction must be >= 0, got ", correction);
   return red(LATHE_OP("std"), x, std::move(dims), keepdim, correction);
 }
 

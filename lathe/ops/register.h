@@ -13,10 +13,29 @@ void register_shape_ops(OpRegistry& r);        // shape_ops.cpp (cat, stack)
 void register_nn_ops(OpRegistry& r);           // nn_ops.cpp (softmax, norms, dropout, ...)
 void register_dnnl_ops(OpRegistry& r);         // dnnl_ops.cpp (conv, matmul, linear, pooling)
 void register_fused_ops(OpRegistry& r);        // fused_ops.cpp (conv2d_fused)
+void register_functional_ops(OpRegistry& r);   // functional_ops.cpp (copy, fill, scatter)
+
+// An OpDef with its category and attribute schema (other properties are set on the result).
+inline OpDef define_op(const char* name, int num_inputs, ShapeRule shape, EagerKernel kernel,
+                       OpCategory category, std::vector<AttrSpec> attrs) {
+  OpDef op;
+  op.name = name;
+  op.num_inputs = num_inputs;
+  op.shape = std::move(shape);
+  op.kernel = std::move(kernel);
+  op.category = category;
+  op.attr_schema = std::move(attrs);
+  return op;
+}
+// A required / optional attribute of a schema.
+inline AttrSpec required(const char* name, AttrType t) { return AttrSpec{name, t, true}; }
+inline AttrSpec optional(const char* name, AttrType t) { return AttrSpec{name, t, false}; }
 
 // stride / padding / dilation / groups of a conv2d (or conv2d_fused) call, validated as pairs.
 struct Conv2dParams;
 Conv2dParams conv_params(const Attrs& a);  // dnnl_ops.cpp
+// The attribute schema of conv2d (conv2d_fused extends it).
+std::vector<AttrSpec> conv2d_attrs();  // dnnl_ops.cpp
 
 // Looks up a registered op once and caches the pointer (for the free functions).
 #define LATHE_OP(name_literal)                                                         \

@@ -84,7 +84,10 @@ std::vector<Tensor> cat_kernel(TensorList in, const Attrs& a, const std::vector<
 }  // namespace
 
 namespace detail {
-void register_shape_ops(OpRegistry& r) { r.add(OpDef{"cat", -1, cat_rule, cat_kernel, {}, {}}); }
+void register_shape_ops(OpRegistry& r) {
+  r.add(define_op("cat", -1, cat_rule, cat_kernel, OpCategory::copy,
+                  {required("dim", AttrType::integer)}));
+}
 }  // namespace detail
 
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {

@@ -353,12 +353,10 @@ std::vector<TensorMeta> as_strided_rule(TensorList in, const Attrs& a) {
   return {view_meta(x, sz, st, off)};
 }
 
-OpDef view_op(const char* name, ShapeRule rule) {
-  OpDef op;
-  op.name = name;
-  op.num_inputs = 1;
-  op.shape = std::move(rule);
-  op.kernel = view_kernel;
+OpDef view_op(const char* name, ShapeRule rule, std::vector<AttrSpec> attrs) {
+  OpDef op =
+      detail::define_op(name, 1, std::move(rule), view_kernel, OpCategory::view, std::move(attrs));
+  op.output_aliases = {0};
   return op;
 }
 
@@ -366,15 +364,26 @@ OpDef view_op(const char* name, ShapeRule rule) {
 
 namespace detail {
 void register_view_ops(OpRegistry& r) {
-  r.add(view_op("view", view_rule));
-  r.add(view_op("permute", permute_rule));
-  r.add(view_op("slice", slice_rule));
-  r.add(view_op("select", select_rule));
-  r.add(view_op("expand", expand_rule));
-  r.add(view_op("squeeze", squeeze_rule));
-  r.add(view_op("unsqueeze", unsqueeze_rule));
-  r.add(view_op("as_strided", as_strided_rule));
-  r.add(OpDef{"reshape", 1, reshape_rule, reshape_kernel, {}, {}});
+  using T = AttrType;
+  r.add(view_op("view", view_rule, {required("size", T::int_list)}));
+  r.add(view_op("permute", permute_rule, {required("dims", T::int_list)}));
+  r.add(view_op("slice", slice_rule,
+                {required("dim", T::integer), required("start", T::sym_int),
+                 required("end", T::sym_int), required("step", T::integer)}));
+  r.add(
+      view_op("select", select_rule, {required("dim", T::integer), required("index", T::integer)}));
+  r.add(view_op("expand", expand_rule, {required("size", T::int_list)}));
+  r.add(view_op("squeeze", squeeze_rule, {required("dims", T::int_list)}));
+  r.add(view_op("unsqueeze", unsqueeze_rule, {required("dim", T::integer)}));
+  r.add(view_op("as_strided", as_strided_rule,
+                {required("size", T::int_list), required("stride", T::int_list),
+                 required("offset", T::integer)}));
+  // reshape may alias its input: a view when the real strides allow one, else a copy. Alias
+  // analysis treats it as a view (conservative for "may alias").
+  OpDef reshape = detail::define_op("reshape", 1, reshape_rule, reshape_kernel, OpCategory::view,
+                                    {required("size", T::int_list)});
+  reshape.output_aliases = {0};
+  r.add(std::move(reshape));
 }
 }  // namespace detail
 

@@ -221,7 +221,7 @@ std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Att
     types.push_back({m.dtype, m.device, m.sizes, strides[i]});
   }
   for (int i : op.mutated_inputs) {
-    if (i >= static_cast<int>(ins.size()) || !ins[i]) continue;
+    if (i >= static_cast<int>(ins.size()) || !ins[i] || !op.mutates(attrs, i)) continue;
     if (int r = root_input(ins[i]); r >= 0) written_[r] = 1;
   }
   const int root0 = ins.empty() || !ins[0] ? -1 : root_input(ins[0]);
@@ -229,8 +229,7 @@ std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Att
   // Views (and in-place results) alias input 0: they keep its root.
   for (size_t i = 0; i < metas.size() && root0 >= 0; ++i)
     if (metas[i].is_view) roots_[node->output(i)] = root0;
-  const bool writes_input0 =
-      std::find(op.mutated_inputs.begin(), op.mutated_inputs.end(), 0) != op.mutated_inputs.end();
+  const bool writes_input0 = op.mutates(attrs, 0);
   std::vector<Tensor> out;
   out.reserve(metas.size());
   for (size_t i = 0; i < metas.size(); ++i) {

@@ -153,6 +153,35 @@ TEST(StructuralHash, EqualForGraphsBuiltTwice) {
   EXPECT_TRUE(b.structurally_equal(a));
 }
 
+TEST(ValueType, RecordsRequiresGrad) {
+  Tensor w = empty({3, 4}, DType::f32);
+  EXPECT_FALSE(ValueType::of(w).requires_grad);
+  EXPECT_EQ(ValueType::of(w).to_string(), "f32[3,4]");
+  w.set_requires_grad(true);
+  ValueType t = ValueType::of(w);
+  EXPECT_TRUE(t.requires_grad);
+  EXPECT_EQ(t.to_string(), "f32[3,4] requires_grad");
+
+  // Part of the structure: graphs differing only in it hash and compare apart.
+  auto build = [&](Graph& g, bool grad) {
+    ValueType wt = T({3, 4});
+    wt.requires_grad = grad;
+    Value* x = g.add_input(T({2, 3}), arg(0, "x"));
+    Value* wv = g.add_input(wt, cap(0, "fc.weight"));
+    g.set_outputs({g.add_node(op("matmul"), {x, wv}, {}, {T({2, 4})})->output()});
+  };
+  Graph a, b, c;
+  build(a, true);
+  build(b, false);
+  build(c, true);
+  EXPECT_NE(a.structural_hash(), b.structural_hash());
+  EXPECT_FALSE(a.structurally_equal(b));
+  EXPECT_EQ(a.structural_hash(), c.structural_hash());
+  EXPECT_TRUE(a.structurally_equal(c));
+  EXPECT_NE(a.to_string().find("%1 : f32[3,4] requires_grad = input fc.weight"), std::string::npos)
+      << a.to_string();
+}
+
 TEST(StructuralHash, IndependentOfValueIdsAndSourceNames) {
   // Same program, but the second graph made (and dropped) an extra node first, so ids differ,
   // and its inputs have other names.

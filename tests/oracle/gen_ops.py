@@ -433,6 +433,55 @@ def inplace_cases(o: Oracle):
            lambda s: s.fill_(3), {"value": 3}, inplace=True)
 
 
+def functional_cases(o: Oracle):
+    """The out-of-place forms ir::functionalize rewrites writes into, and the scatter of a view."""
+    # The registered op mul_scalar (mul_'s functional form); "mul_scalar" cases are mul(x, s).
+    o.case("mul_scalar_op_basic", "mul_scalar_op", lambda: [n(randn(3, 4))], lambda x: x * 1.5,
+           {"other": 1.5})
+    o.case("mul_scalar_op_transposed_f64", "mul_scalar_op", lambda: [tr([3, 4], dtype="f64")],
+           lambda x: x * -2.0, {"other": -2.0})
+    o.case("fill_basic", "fill", lambda: [n(randn(3, 4))], lambda x: torch.full_like(x, -2.5),
+           {"value": -2.5})
+    o.case("fill_i64_sliced", "fill", lambda: [sl([4, 3], 0, maker=lambda *sh: randint(-5, 5, *sh))],
+           lambda x: torch.full_like(x, 3), {"value": 3})
+    o.case("copy_basic", "copy", lambda: [n(randn(3, 4)), n(randn(3, 4))],
+           lambda s, b: b.clone())
+    o.case("copy_bcast_f64_into_f32", "copy", lambda: [tr([4, 3]), n(randn(3, dtype="f64"))],
+           lambda s, b: b.to(s.dtype).expand(s.shape).clone())
+    o.case("copy_i64_from_f32", "copy", lambda: [n(randint(-3, 3, 5)), n(randn(5) * 4)],
+           lambda s, b: b.to(s.dtype))
+
+    def bn_functional(tag, x_shape, momentum=0.1, eps=1e-5):
+        c = x_shape[1]
+
+        def make():
+            return [n(randn(*x_shape, scale=2.0) + 0.5), n(randn(c, scale=0.5)),
+                    n(rand_pos(c, lo=0.5, hi=2.0)), n(randn(c)), n(randn(c))]
+
+        def fn(x, rm, rv, w, b):
+            rm, rv = rm.clone(), rv.clone()
+            y = F.batch_norm(x, rm, rv, w, b, True, momentum, eps)
+            return [y, rm, rv]
+
+        o.case(f"batch_norm_functional_{tag}", "batch_norm_functional", make, fn,
+               {"training": True, "momentum": momentum, "eps": eps}, tol=ACC)
+
+    bn_functional("4d", [2, 3, 4, 5])
+    bn_functional("2d", [4, 6], momentum=0.3)
+
+    def scatter(tag, base, src_shape, size, stride, offset, dtype="f32"):
+        o.case(f"as_strided_scatter_{tag}", "as_strided_scatter",
+               lambda: [n(randn(*base, dtype=dtype)), n(randn(*src_shape, dtype=dtype))],
+               lambda b, s: torch.as_strided_scatter(b, s, size, stride, offset),
+               {"size": list(size), "stride": list(stride), "offset": offset})
+
+    scatter("rows", [4, 5], [2, 5], (2, 5), (5, 1), 5)
+    scatter("column", [4, 5], [4], (4,), (5,), 2)
+    scatter("transposed_window", [3, 4], [4, 3], (4, 3), (1, 4), 0, dtype="f64")
+    scatter("strided_3d", [2, 3, 4], [2, 2, 2], (2, 2, 2), (12, 8, 2), 1)
+    scatter("empty", [3, 4], [0, 4], (0, 4), (4, 1), 0)
+
+
 def matmul_cases(o: Oracle):
     shapes = [
         ("1d_1d", [7], [7]),
@@ -1043,6 +1092,7 @@ def factory_cases(o: Oracle):
 def build() -> Oracle:
     o = Oracle()
     for family in (binary_cases, scalar_cases, compare_cases, unary_cases, inplace_cases,
+                   functional_cases,
                    matmul_cases, conv_cases, pool_cases, norm_cases, softmax_cases,
                    dropout_cases, embedding_cases, loss_cases, attention_cases, shape_op_cases,
                    reduction_cases, view_cases, factory_cases):

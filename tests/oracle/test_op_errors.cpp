@@ -9,6 +9,8 @@
 
 #include "lathe/core/random.h"
 #include "lathe/core/tensor.h"
+#include "lathe/ir/graph.h"
+#include "lathe/ops/op_def.h"
 #include "tests/oracle/oracle_weak_ops.h"
 
 namespace lathe::oracle {
@@ -301,6 +303,55 @@ TEST(OpErrors, Views) {
   expect_error([&] { x.squeeze(2); }, {"[squeeze]", "2"});
   expect_error([&] { x.slice(0, 0, 3, 0); }, {"[slice]"});
   expect_error([&] { x.t().view(to_shape({12})); }, {"[view]"});
+}
+
+// The checks live in the shape rules, so a node built without the free functions (dispatched
+// directly, replayed from a graph) is rejected too.
+void expect_dispatch_error(const char* name, std::vector<Tensor> in, const Attrs& attrs,
+                           const std::vector<std::string>& parts) {
+  const OpDef& op = OpRegistry::global().get(name);
+  expect_error([&] { dispatch(op, in, attrs); }, parts);
+  // The verifier runs the same shape rule on the graph's types.
+  ir::Graph g;
+  std::vector<ir::Value*> values;
+  for (const Tensor& t : in) values.push_back(g.add_input(ir::ValueType::of(t), {}));
+  ir::Node* n = g.add_node(op, values, attrs, {ir::ValueType::of(in[0])});
+  g.set_outputs({n->output()});
+  expect_error([&] { g.verify(); }, parts);
+}
+
+TEST(OpErrors, AttributeChecksLiveInTheShapeRules) {
+  expect_dispatch_error("hardtanh", {rnd({2, 3})}, Attrs{{"min_val", 2.0}, {"max_val", 1.0}},
+                        {"[hardtanh]", "min_val 2", "max_val 1"});
+  expect_dispatch_error("gelu", {rnd({2, 3})}, Attrs{{"approximate", std::string("fast")}},
+                        {"[gelu]", "fast"});
+  expect_dispatch_error("clamp", {rnd({2, 3})}, Attrs{}, {"[clamp]", "min and max"});
+  expect_dispatch_error("var", {rnd({2, 3})},
+                        Attrs{{"dims", Shape{1}}, {"keepdim", false}, {"correction", int64_t{-1}}},
+                        {"[var]", "correction", "-1"});
+  expect_dispatch_error("std", {rnd({2, 3})},
+                        Attrs{{"dims", Shape{1}}, {"keepdim", false}, {"correction", int64_t{-2}}},
+                        {"[std]", "correction"});
+  expect_dispatch_error("dropout", {rnd({2, 3})}, Attrs{{"p", 1.5}}, {"[dropout]", "1.5"});
+}
+
+TEST(OpErrors, AsStridedScatter) {
+  // The window must match src and fit in the base.
+  expect_error(
+      [&] {
+        lathe::as_strided_scatter(rnd({4, 5}), rnd({2, 2}), {2, 3}, {5, 1}, 0);
+      },
+      {"[as_strided_scatter]", "[2,2]", "[2,3]"});
+  expect_error(
+      [&] {
+        lathe::as_strided_scatter(rnd({4, 5}), rnd({2, 5}), {2, 5}, {5, 1}, 12);
+      },
+      {"[as_strided_scatter]", "reaches past", "20 elements"});
+  expect_error(
+      [&] {
+        lathe::as_strided_scatter(rnd({4, 5}), rnd({2, 5}, DType::f64), {2, 5}, {5, 1}, 0);
+      },
+      {"[as_strided_scatter]", "dtype"});
 }
 
 }  // namespace

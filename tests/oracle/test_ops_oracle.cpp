@@ -217,6 +217,36 @@ OpEntry method(std::function<Tensors(Tensors&, const json&)> f) {
   return {true, [f](Tensors& x, Tensors&, const json& a) { return f(x, a); }};
 }
 
+// A registered op with no ops.h function (the functional forms ir::functionalize emits), called
+// through dispatch; its attributes are read from the case by the op's schema.
+OpEntry registered(const char* name) {
+  return method([name](Tensors& x, const json& a) -> Tensors {
+    const OpDef& op = OpRegistry::global().get(name);
+    Attrs attrs;
+    for (const AttrSpec& s : *op.attr_schema) {
+      if (!a.contains(s.name)) continue;
+      const json& v = a.at(s.name);
+      switch (s.type) {
+        case AttrType::boolean:
+          attrs.set(s.name, v.get<bool>());
+          break;
+        case AttrType::integer:
+          attrs.set(s.name, v.get<int64_t>());
+          break;
+        case AttrType::real:
+          attrs.set(s.name, v.get<double>());
+          break;
+        case AttrType::int_list:
+          attrs.set(s.name, to_shape(v.get<Ints>()));
+          break;
+        default:
+          ADD_FAILURE() << "registered(" << name << "): attribute " << s.name;
+      }
+    }
+    return dispatch(op, x, attrs);
+  });
+}
+
 const std::map<std::string, OpEntry>& op_table() {
   static const std::map<std::string, OpEntry> table = [] {
     std::map<std::string, OpEntry> t;
@@ -296,6 +326,14 @@ const std::map<std::string, OpEntry>& op_table() {
                     Tensor& r = lathe::relu_(x[0]);
                     return {r, b[0]};
                   }};
+    // The functional forms of the in-place ops, and the scatter of a view's new value.
+    for (const char* op : {"fill", "copy", "batch_norm_functional"}) t[op] = registered(op);
+    t["mul_scalar_op"] = registered("mul_scalar");  // "mul_scalar" cases call mul(x, double)
+    t["as_strided_scatter"] = method([](Tensors& x, const json& a) -> Tensors {
+      return {lathe::as_strided_scatter(x[0], x[1], to_shape(a.at("size").get<Ints>()),
+                                        to_shape(a.at("stride").get<Ints>()),
+                                        a.at("offset").get<int64_t>())};
+    });
     t["copy_"] = {true, [](Tensors& x, Tensors& b, const json&) -> Tensors {
                     Tensor& r = x[0].copy_(x[1]);
                     return {r, b[0]};

@@ -9,6 +9,7 @@
 #include "lathe/backend/cpu/fuse_linear.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/backend/interpreter.h"
+#include "lathe/ir/functionalize.h"
 #include "lathe/ir/passes.h"
 
 namespace lathe::backend {
@@ -31,6 +32,12 @@ bool log_passes() {
   return false;
 }
 
+bool has_writes(const ir::Graph& g) {
+  for (const ir::Node* n : g.nodes())
+    if (n->has_side_effects()) return true;
+  return false;
+}
+
 std::unique_ptr<ir::Graph> copy_graph(const ir::Graph& g) {
   return rewrite_graph(g, [](const ir::Node&, GraphCopy&) { return false; });
 }
@@ -38,7 +45,7 @@ std::unique_ptr<ir::Graph> copy_graph(const ir::Graph& g) {
 }  // namespace
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names{"fuse_conv", "fuse_linear", "dce"};
+  static const std::vector<std::string> names{"functionalize", "fuse_conv", "fuse_linear", "dce"};
   return names;
 }
 
@@ -54,7 +61,23 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
   for (const std::string& name : pass_names()) {
     if (std::find(off.begin(), off.end(), name) != off.end()) continue;
     std::string summary;
-    if (name == "fuse_conv") {
+    if (name == "functionalize") {
+      // Writes become functional ops and final copies into the written inputs, so the fusions
+      // need not stop at them. A graph without writes is left as it is.
+      // What it cannot express (a write through a view of a symbolic base) keeps its writes:
+      // the fusions respect them.
+      if (!has_writes(*cur)) {
+        summary = "no writes";
+      } else {
+        try {
+          ir::FunctionalGraph f = ir::functionalize(*cur, ir::WriteBack::copy_nodes);
+          cur = std::move(f.graph);
+          summary = f.summary();
+        } catch (const Error& e) {
+          summary = lathe::detail::str("skipped: ", e.what());
+        }
+      }
+    } else if (name == "fuse_conv") {
       FuseConvStats s;
       cur = fuse_conv(*cur, &s);
       summary = lathe::detail::str(s.fused, " fused (", s.bn_folded, " with batch norm, ",

@@ -2,6 +2,8 @@
 // of the interpreter over the rewritten graph.
 //
 // Passes, in order (each in its own file, tested alone):
+//   functionalize  writes (add_, copy_, training batch_norm, writes through views) -> functional
+//               ops, with copy_ into the written inputs at the end (lathe/ir/functionalize.h)
 //   fuse_conv   conv2d + inference batch_norm + relu/hardtanh + residual add + relu/hardtanh
 //               -> conv2d_fused (batch norm folded into the weights, the rest as oneDNN post-ops)
 //   fuse_linear linear + relu/gelu + residual add -> linear_fused (one matmul with post-ops)

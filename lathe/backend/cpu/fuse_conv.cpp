@@ -19,44 +19,39 @@ struct Chain {
   double act_min = 0, act_max = 0, act2_min = 0, act2_max = 0;
 };
 
-// relu or hardtanh reading v as its input 0: sets the activation fields.
+// An op with a relu or clip post-op form (relu, hardtanh) reading v as its only input: sets the
+// activation fields.
 bool match_act(const ir::Node* n, const ir::Value* v, std::string& act, double& lo, double& hi) {
-  if (!n || n->inputs().size() != 1 || n->inputs()[0] != v) return false;
-  if (is_op(n, "relu")) {
-    act = "relu";
-    return true;
-  }
-  if (is_op(n, "hardtanh")) {
-    act = "clip";
-    lo = n->attrs().get_double("min_val");
-    hi = n->attrs().get_double("max_val");
-    return true;
-  }
-  return false;
+  std::optional<PostOp> p = post_op_of(n, v);
+  if (!p || (p->kind != PostOp::Kind::relu && p->kind != PostOp::Kind::clip)) return false;
+  act = post_op_name(p->kind);
+  lo = p->lo;
+  hi = p->hi;
+  return true;
 }
 
-Chain match_chain(const ir::Node* conv, const std::unordered_set<const ir::Value*>& outs) {
+Chain match_chain(const ir::Node* conv, const ChainLimits& limits) {
   Chain c;
   c.nodes.push_back(conv);
   const ir::Value* v = conv->output();
-  const ir::Node* next = sole_user(v, outs);
+  const ir::Node* next = sole_user(v, limits);
   if (is_op(next, "batch_norm") && next->inputs()[0] == v && !next->attrs().get_bool("training") &&
       next->inputs()[1] && next->inputs()[2]) {
     c.bn = next;
     c.nodes.push_back(next);
     v = next->output();
-    next = sole_user(v, outs);
+    next = sole_user(v, limits);
   }
   if (match_act(next, v, c.act, c.act_min, c.act_max)) {
     c.nodes.push_back(next);
     v = next->output();
-    next = sole_user(v, outs);
+    next = sole_user(v, limits);
   }
   if (const ir::Value* r = residual_operand(next, v)) {
     c.residual = r;
     c.nodes.push_back(next);
     v = next->output();
-    next = sole_user(v, outs);
+    next = sole_user(v, limits);
     if (match_act(next, v, c.act2, c.act2_min, c.act2_max)) c.nodes.push_back(next);
   }
   return c;

@@ -16,28 +16,24 @@ struct Chain {
   const ir::Value* residual = nullptr;
 };
 
-// relu or gelu reading v: the linear_fused activation name, or "".
+// An op with a relu or gelu post-op form (relu, gelu) reading v as its only input: the
+// linear_fused activation name, or "".
 std::string act_of(const ir::Node* n, const ir::Value* v) {
-  if (!n || n->inputs().size() != 1 || n->inputs()[0] != v) return "";
-  if (is_op(n, "relu")) return "relu";
-  if (is_op(n, "gelu")) {
-    const std::string& approx = n->attrs().get_string("approximate");
-    if (approx == "none") return "gelu";
-    if (approx == "tanh") return "gelu_tanh";
-  }
-  return "";
+  std::optional<PostOp> p = post_op_of(n, v);
+  if (!p || p->kind == PostOp::Kind::clip) return "";
+  return post_op_name(p->kind);
 }
 
-Chain match_chain(const ir::Node* linear, const std::unordered_set<const ir::Value*>& outs) {
+Chain match_chain(const ir::Node* linear, const ChainLimits& limits) {
   Chain c;
   c.nodes.push_back(linear);
   const ir::Value* v = linear->output();
-  const ir::Node* next = sole_user(v, outs);
+  const ir::Node* next = sole_user(v, limits);
   if (std::string act = act_of(next, v); !act.empty()) {
     c.act = act;
     c.nodes.push_back(next);
     v = next->output();
-    next = sole_user(v, outs);
+    next = sole_user(v, limits);
   }
   if (const ir::Value* r = residual_operand(next, v)) {
     c.residual = r;

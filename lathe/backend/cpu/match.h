@@ -1,6 +1,7 @@
 // Small matching helpers shared by the fusion passes.
 #pragma once
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -11,11 +12,25 @@ namespace lathe::backend::cpu {
 
 inline bool is_op(const ir::Node* n, const char* name) { return n && n->op().name == name; }
 
-// The only user of v, when v has exactly one and is not a graph output.
-inline const ir::Node* sole_user(const ir::Value* v,
-                                 const std::unordered_set<const ir::Value*>& outs) {
-  if (v->users().size() != 1 || outs.count(v)) return nullptr;
-  return v->users()[0];
+// The post-op form of n (OpDef::post_op) when n reads v as its only input; else nullopt.
+inline std::optional<PostOp> post_op_of(const ir::Node* n, const ir::Value* v) {
+  if (!n || !n->op().post_op || n->inputs().size() != 1 || n->inputs()[0] != v) return std::nullopt;
+  return n->op().post_op(n->attrs());
+}
+
+// What a chain may grow into: the graph outputs (values that must stay) and the nodes earlier
+// chains took.
+struct ChainLimits {
+  const std::unordered_set<const ir::Value*>& outs;
+  const std::unordered_set<const ir::Node*>& absorbed;
+};
+
+// The only user of v, when v has exactly one, is not a graph output, and the user is in no
+// earlier chain.
+inline const ir::Node* sole_user(const ir::Value* v, const ChainLimits& limits) {
+  if (v->users().size() != 1 || limits.outs.count(v)) return nullptr;
+  const ir::Node* u = v->users()[0];
+  return limits.absorbed.count(u) ? nullptr : u;
 }
 
 inline bool same_sizes(const Shape& a, const Shape& b) {
@@ -50,9 +65,10 @@ bool writes_inside(const std::vector<const ir::Node*>& chain, const std::vector<
                    const std::unordered_map<const ir::Node*, size_t>& position);
 
 // The chains a fusion pass will replace: for each node of op `root` (in graph order, not already
-// inside a chain), match(node, graph outputs) returns a Chain whose `nodes` start at that node;
-// chains of two or more nodes with no in-place write inside them are kept, keyed by their last
-// node, and every node they cover goes into `absorbed`.
+// inside a chain), match(node, ChainLimits) returns a Chain whose `nodes` start at that node
+// (and take no node of an earlier chain); chains of two or more nodes with no in-place write
+// inside them are kept, keyed by their last node, and every node they cover goes into
+// `absorbed`.
 template <class Chain, class Match>
 std::unordered_map<const ir::Node*, Chain> collect_chains(
     const ir::Graph& g, const char* root, Match match,
@@ -64,7 +80,9 @@ std::unordered_map<const ir::Node*, Chain> collect_chains(
   std::unordered_map<const ir::Node*, Chain> by_last;
   for (const ir::Node* n : order) {
     if (!is_op(n, root) || absorbed.count(n)) continue;
-    Chain c = match(n, outs);
+    // Two chains may reach the same residual add (conv -> bn -> add <- bn <- conv): the first
+    // one in graph order takes it, the other stops before it.
+    Chain c = match(n, ChainLimits{outs, absorbed});
     if (c.nodes.size() < 2 || writes_inside(c.nodes, order, position)) continue;
     for (const ir::Node* m : c.nodes) absorbed.insert(m);
     by_last.emplace(c.nodes.back(), std::move(c));
