@@ -41,7 +41,6 @@ class ExprPool {
 
   ShapeEnv* env() const { return env_; }
   const SimplifyContext* context() const { return context_; }
-  void set_context(const SimplifyContext* context) { context_ = context; }
 
   const Expr* integer(int64_t v);
   const Expr* boolean(bool b);
