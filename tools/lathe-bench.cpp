@@ -1,17 +1,20 @@
-// lathe-bench: the model zoo run eagerly, traced every time (lazy device) and traced once
-// (lathe::compile), after the shape of PyTorch's dynamo benchmark harness.
+// lathe-bench: the model zoo in Lathe's three modes: eager, lazy ("trace every time", the lazy
+// device) and compile ("trace once", lathe::compile), after the shape of PyTorch's dynamo
+// benchmark harness.
 //
 //   lathe-bench [--performance | --accuracy] [--inference | --training] [--only NAME]
-//               [--backend eager,trace_everytime,trace_once] [--trace-on-lazy]
+//               [--backend eager,lazy,compile,compile@cpu] [--trace-on-lazy]
 //               [--randomize-input] [--batch-size N] [--repeat N] [--warmup N] [--threads N]
 //               [--tolerance X] [--csv FILE]
 //
 // --performance (the default) times every backend alternately in one run (median over --repeat
 // timed calls after --warmup untimed ones) and prints a markdown table of speedups over the
-// baseline: eager, or trace_everytime with --trace-on-lazy. --accuracy compares each backend's
-// outputs with an fp64 eager run of the same weights and inputs and exits 1 on any failure
-// (`--inject-error BACKEND` scales that backend's outputs by 1.01: a self-test of the check).
-// Progress goes to stderr, one line per model. See docs/benchmarks.md.
+// baseline: eager, or lazy with --trace-on-lazy (compile then traces on the lazy device).
+// --accuracy compares each backend's outputs with an fp64 eager run of the same weights and
+// inputs and exits 1 on any failure (`--inject-error BACKEND` scales that backend's outputs by
+// 1.01: a self-test of the check).
+// Progress goes to stderr, one line per model. See docs/benchmarks.md. The modes' earlier names
+// trace_everytime (lazy) and trace_once[@B] (compile[@B]) are accepted as aliases.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,12 +27,12 @@
 #include <string>
 #include <vector>
 
+#include "lathe/backend/backend.h"
 #include "lathe/core/threads.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/models/registry.h"
 #include "lathe/ops/ops.h"
 #include "lathe/trace/compile.h"
-#include "lathe/backend/backend.h"
 
 namespace {
 
@@ -38,7 +41,16 @@ using lathe::DType;
 using lathe::Tensor;
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kBackends = {"eager", "trace_everytime", "trace_once"};
+const std::vector<std::string> kBackends = {"eager", "lazy", "compile"};
+
+// The mode's name for a --backend / --inject-error value: earlier names map to the current ones.
+std::string canonical_backend(const std::string& b) {
+  if (b == "trace_everytime") return "lazy";
+  if (b.rfind("trace_once", 0) == 0) return "compile" + b.substr(10);
+  return b;
+}
+
+bool is_compile(const std::string& b) { return b == "compile" || b.rfind("compile@", 0) == 0; }
 
 struct Args {
   bool accuracy = false;
@@ -59,7 +71,7 @@ struct Args {
   std::ostream& os = error.empty() ? std::cout : std::cerr;
   if (!error.empty()) os << "lathe-bench: " << error << "\n";
   os << "usage: lathe-bench [--performance | --accuracy] [--inference | --training]\n"
-        "                   [--only NAME] [--backend eager,trace_everytime,trace_once]\n"
+        "                   [--only NAME] [--backend eager,lazy,compile,compile@cpu]\n"
         "                   [--trace-on-lazy] [--randomize-input] [--batch-size N] [--repeat N]\n"
         "                   [--warmup N] [--threads N] [--tolerance X] [--csv FILE]\n"
         "models:";
@@ -118,17 +130,18 @@ Args parse(int argc, char** argv) {
       if (v == nullptr) usage("--backend needs a comma-separated list");
       a.backends = split(v);
       if (a.backends.empty()) usage("--backend needs at least one backend");
-      for (const auto& b : a.backends) {
-        if (b.rfind("trace_once@", 0) == 0) {
+      for (auto& b : a.backends) {
+        b = canonical_backend(b);
+        if (b.rfind("compile@", 0) == 0) {
           const auto names = lathe::backend::backend_names();
-          const std::string compiler = b.substr(11);
+          const std::string compiler = b.substr(8);
           if (std::find(names.begin(), names.end(), compiler) == names.end())
             usage("unknown compile backend '" + compiler + "' in '" + b + "'");
           continue;
         }
         if (std::find(kBackends.begin(), kBackends.end(), b) == kBackends.end())
           usage("unknown backend '" + b +
-                "' (known: eager, trace_everytime, trace_once, trace_once@<compile backend>)");
+                "' (known: eager, lazy, compile, compile@<compile backend>)");
       }
     } else if (f == "--batch-size") {
       a.batch = parse_int(f, v, 1);
@@ -146,7 +159,7 @@ Args parse(int argc, char** argv) {
         usage(std::string("--tolerance needs a positive number, got '") + v + "'");
     } else if (f == "--inject-error") {
       if (v == nullptr) usage("--inject-error needs a backend name");
-      a.inject_error = v;
+      a.inject_error = canonical_backend(v);
     } else if (f == "--csv") {
       if (v == nullptr) usage("--csv needs a file name");
       a.csv = v;
@@ -155,8 +168,8 @@ Args parse(int argc, char** argv) {
     }
     if (takes_value) ++i;
   }
-  // The baseline always runs: eager, or trace_everytime on the lazy device.
-  const std::string base = a.trace_on_lazy ? "trace_everytime" : "eager";
+  // The baseline always runs: eager, or lazy (model and inputs on the lazy device).
+  const std::string base = a.trace_on_lazy ? "lazy" : "eager";
   auto it = std::find(a.backends.begin(), a.backends.end(), base);
   if (it != a.backends.end()) a.backends.erase(it);
   a.backends.insert(a.backends.begin(), base);
@@ -199,8 +212,8 @@ struct Runner {
   }
 };
 
-// The models a run needs: the CPU one (eager; trace_once without --trace-on-lazy) and the one
-// moved to the lazy device (trace_everytime; trace_once with --trace-on-lazy), same weights.
+// The models a run needs: the CPU one (eager; compile without --trace-on-lazy) and the one
+// moved to the lazy device (lazy; compile with --trace-on-lazy), same weights.
 struct Models {
   std::shared_ptr<lathe::models::ModelSpec> cpu, lazy;
 };
@@ -208,9 +221,9 @@ struct Models {
 Models build_models(const std::string& name, const Args& a) {
   bool need_cpu = false, need_lazy = false;
   for (const auto& b : a.backends) {
-    const bool once = b.rfind("trace_once", 0) == 0;
+    const bool once = is_compile(b);
     if (b == "eager" || (once && !a.trace_on_lazy)) need_cpu = true;
-    if (b == "trace_everytime" || (once && a.trace_on_lazy)) need_lazy = true;
+    if (b == "lazy" || (once && a.trace_on_lazy)) need_lazy = true;
   }
   lathe::models::ModelOptions options;
   options.seed = 0;
@@ -231,7 +244,7 @@ std::vector<Runner> make_runners(const Models& m, const Args& a) {
     if (b == "eager") {
       auto spec = m.cpu;
       r.call = [spec](const std::vector<Tensor>& in) { return spec->forward(in); };
-    } else if (b == "trace_everytime") {
+    } else if (b == "lazy") {
       auto spec = m.lazy;
       r.lazy = true;
       r.call = [spec](const std::vector<Tensor>& in) {
@@ -244,7 +257,7 @@ std::vector<Runner> make_runners(const Models& m, const Args& a) {
       r.lazy = a.trace_on_lazy;
       lathe::CompileOptions options;
       options.name = spec->name;
-      if (b.rfind("trace_once@", 0) == 0) options.backend = b.substr(11);
+      if (b.rfind("compile@", 0) == 0) options.backend = b.substr(8);
       lathe::CompiledFunction f = lathe::compile(spec->module, options);
       // A compiled call leaves nothing pending (lazy results are device data): no sync.
       r.call = [f](const std::vector<Tensor>& in) { return f(in); };
@@ -260,11 +273,52 @@ std::vector<Runner> make_runners(const Models& m, const Args& a) {
 struct PerfRow {
   std::string model;
   std::vector<double> ms;       // per backend, median
-  double compile_s = NAN;       // first trace_once call: trace + compile + one run
+  double compile_s = NAN;       // first compile call: trace + compile + one run
   double lazy_compile_s = NAN;  // the lazy device's backend compile in the first call
-  lathe::lazy::Metrics lazy;    // of the timed trace_everytime calls
+  lathe::lazy::Metrics lazy;    // of the timed lazy calls
   int64_t lazy_calls = 0;
 };
+
+void add_metrics(lathe::lazy::Metrics& sum, const lathe::lazy::Metrics& m) {
+  sum.ops_traced += m.ops_traced;
+  sum.compiles += m.compiles;
+  sum.cache_hits += m.cache_hits;
+  sum.trace_s += m.trace_s;
+  sum.hash_s += m.hash_s;
+  sum.compile_s += m.compile_s;
+  sum.execute_s += m.execute_s;
+}
+
+// The model's progress line for stderr: per backend ms and speedup, compile time, lazy metrics.
+std::string progress_line(const PerfRow& row, const std::vector<Runner>& runners, const Args& a,
+                          double build_s) {
+  std::ostringstream line;
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "[lathe-bench] %s batch %lld (built in %.1f s):", row.model.c_str(),
+                static_cast<long long>(a.batch), build_s);
+  line << buf;
+  for (size_t k = 0; k < runners.size(); ++k) {
+    std::snprintf(buf, sizeof buf, " %s %.2f ms (%.2fx)", runners[k].name.c_str(), row.ms[k],
+                  row.ms[0] / row.ms[k]);
+    line << buf << (k + 1 < runners.size() ? "," : "");
+  }
+  if (!std::isnan(row.compile_s)) {
+    std::snprintf(buf, sizeof buf, "; compile first call %.2f s", row.compile_s);
+    line << buf;
+  }
+  if (row.lazy_calls > 0) {
+    const double n = static_cast<double>(row.lazy_calls);
+    std::snprintf(buf, sizeof buf,
+                  "; lazy first-call compile %.2f ms; lazy per call: %.0f ops traced, trace "
+                  "%.3f ms, hash+lookup %.3f ms, compiles %lld, execute %.2f ms",
+                  row.lazy_compile_s * 1e3, row.lazy.ops_traced / n, row.lazy.trace_s / n * 1e3,
+                  row.lazy.hash_s / n * 1e3, static_cast<long long>(row.lazy.compiles),
+                  row.lazy.execute_s / n * 1e3);
+    line << buf;
+  }
+  return line.str();
+}
 
 PerfRow bench_model(const std::string& name, const Args& a) {
   const auto t_build = Clock::now();
@@ -278,14 +332,14 @@ PerfRow bench_model(const std::string& name, const Args& a) {
   std::vector<std::vector<Tensor>> prepared;
   for (const Runner& r : runners) prepared.push_back(r.prepare(fixed));
 
-  // First calls: trace_once traces and compiles here (timed as the compile time); the lazy
+  // First calls: compile traces and compiles here (timed as the compile time); the lazy
   // device compiles its graph. Then the untimed warm-up.
   for (size_t k = 0; k < runners.size(); ++k) {
     lathe::lazy::reset_metrics();
     const auto t0 = Clock::now();
     runners[k].call(prepared[k]);
-    if (runners[k].name.rfind("trace_once", 0) == 0) row.compile_s = seconds_since(t0);
-    if (runners[k].name == "trace_everytime") row.lazy_compile_s = lathe::lazy::metrics().compile_s;
+    if (is_compile(runners[k].name)) row.compile_s = seconds_since(t0);
+    if (runners[k].name == "lazy") row.lazy_compile_s = lathe::lazy::metrics().compile_s;
   }
   for (int i = 0; i < a.warmup; ++i)
     for (size_t k = 0; k < runners.size(); ++k) runners[k].call(prepared[k]);
@@ -300,52 +354,20 @@ PerfRow bench_model(const std::string& name, const Args& a) {
     }
     for (size_t j = 0; j < runners.size(); ++j) {
       const size_t k = (i + j) % runners.size();
-      const bool lazy_trace = runners[k].name == "trace_everytime";
+      const bool lazy_trace = runners[k].name == "lazy";
       if (lazy_trace) lathe::lazy::reset_metrics();
       const auto t0 = Clock::now();
       std::vector<Tensor> out = runners[k].call(prepared[k]);
       ms[k].push_back(seconds_since(t0) * 1e3);
       if (lazy_trace) {
-        lathe::lazy::Metrics m = lathe::lazy::metrics();
-        lazy_sum.ops_traced += m.ops_traced;
-        lazy_sum.compiles += m.compiles;
-        lazy_sum.cache_hits += m.cache_hits;
-        lazy_sum.trace_s += m.trace_s;
-        lazy_sum.hash_s += m.hash_s;
-        lazy_sum.compile_s += m.compile_s;
-        lazy_sum.execute_s += m.execute_s;
+        add_metrics(lazy_sum, lathe::lazy::metrics());
         row.lazy_calls++;
       }
     }
   }
   row.lazy = lazy_sum;
   for (auto& v : ms) row.ms.push_back(median(v));
-
-  std::ostringstream line;
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "[lathe-bench] %s batch %lld (built in %.1f s):", name.c_str(),
-                static_cast<long long>(a.batch), build_s);
-  line << buf;
-  for (size_t k = 0; k < runners.size(); ++k) {
-    std::snprintf(buf, sizeof buf, " %s %.2f ms (%.2fx)", runners[k].name.c_str(), row.ms[k],
-                  row.ms[0] / row.ms[k]);
-    line << buf << (k + 1 < runners.size() ? "," : "");
-  }
-  if (!std::isnan(row.compile_s)) {
-    std::snprintf(buf, sizeof buf, "; trace_once first call %.2f s", row.compile_s);
-    line << buf;
-  }
-  if (row.lazy_calls > 0) {
-    const double n = static_cast<double>(row.lazy_calls);
-    std::snprintf(buf, sizeof buf,
-                  "; lazy first-call compile %.2f ms; lazy per call: %.0f ops traced, trace "
-                  "%.3f ms, hash+lookup %.3f ms, compiles %lld, execute %.2f ms",
-                  row.lazy_compile_s * 1e3, lazy_sum.ops_traced / n, lazy_sum.trace_s / n * 1e3,
-                  lazy_sum.hash_s / n * 1e3, static_cast<long long>(lazy_sum.compiles),
-                  lazy_sum.execute_s / n * 1e3);
-    line << buf;
-  }
-  std::cerr << line.str() << std::endl;
+  std::cerr << progress_line(row, runners, a, build_s) << std::endl;
   return row;
 }
 
@@ -355,11 +377,42 @@ double geomean(const std::vector<double>& v) {
   return v.empty() ? NAN : std::exp(s / static_cast<double>(v.size()));
 }
 
+// The performance table as CSV (--csv): one row per model and a geomean row; 1 if unwritable.
+int write_csv(const Args& a, const std::vector<PerfRow>& rows,
+              const std::vector<std::vector<double>>& speedups) {
+  const auto& b = a.backends;
+  std::ofstream csv(a.csv);
+  if (!csv) {
+    std::cerr << "lathe-bench: cannot write " << a.csv << "\n";
+    return 1;
+  }
+  csv << "model,batch,threads,baseline";
+  for (const auto& n : b) csv << "," << n << "_ms";
+  for (size_t k = 1; k < b.size(); ++k) csv << "," << b[k] << "_speedup";
+  csv << ",compile_s,lazy_compile_ms,lazy_ops_per_call,lazy_trace_ms,lazy_hash_ms,"
+         "lazy_execute_ms\n";
+  for (const PerfRow& r : rows) {
+    csv << r.model << "," << a.batch << "," << lathe::num_threads() << "," << b[0];
+    for (double x : r.ms) csv << "," << x;
+    for (size_t k = 1; k < b.size(); ++k) csv << "," << r.ms[0] / r.ms[k];
+    csv << "," << (std::isnan(r.compile_s) ? 0.0 : r.compile_s) << ","
+        << (std::isnan(r.lazy_compile_s) ? 0.0 : r.lazy_compile_s * 1e3);
+    const double n = r.lazy_calls > 0 ? static_cast<double>(r.lazy_calls) : NAN;
+    csv << "," << r.lazy.ops_traced / n << "," << r.lazy.trace_s / n * 1e3 << ","
+        << r.lazy.hash_s / n * 1e3 << "," << r.lazy.execute_s / n * 1e3 << "\n";
+  }
+  csv << "geomean,,,";
+  for (size_t k = 0; k < b.size(); ++k) csv << ",";
+  for (size_t k = 1; k < b.size(); ++k) csv << "," << geomean(speedups[k]);
+  csv << ",,,,,,\n";
+  return 0;
+}
+
 int run_performance(const Args& a, const std::vector<std::string>& names) {
   std::vector<PerfRow> rows;
   for (const auto& n : names) rows.push_back(bench_model(n, a));
   const auto& b = a.backends;  // b[0] is the baseline (parse() puts it first)
-  const bool has_once = std::find(b.begin(), b.end(), "trace_once") != b.end();
+  const bool has_once = std::find(b.begin(), b.end(), "compile") != b.end();
 
   std::ostringstream md;
   md << "| model | " << b[0] << " ms |";
@@ -398,42 +451,16 @@ int run_performance(const Args& a, const std::vector<std::string>& names) {
             << " alternating calls; speedup = " << b[0] << " ms / backend ms"
             << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
             << md.str();
-  // Ratios between two non-baseline backends (e.g. trace_once over eager with --trace-on-lazy).
+  // Ratios between two non-baseline backends (e.g. compile over eager with --trace-on-lazy).
   for (size_t k = 1; k < b.size(); ++k)
     for (size_t j = 1; j < b.size(); ++j)
-      if (b[k] == "trace_once" && j != k) {
+      if (b[k] == "compile" && j != k) {
         std::vector<double> ratio;
         for (const PerfRow& r : rows) ratio.push_back(r.ms[j] / r.ms[k]);
-        std::printf("\ngeomean trace_once over %s: %.2fx\n", b[j].c_str(), geomean(ratio));
+        std::printf("\ngeomean compile over %s: %.2fx\n", b[j].c_str(), geomean(ratio));
       }
 
-  if (!a.csv.empty()) {
-    std::ofstream csv(a.csv);
-    if (!csv) {
-      std::cerr << "lathe-bench: cannot write " << a.csv << "\n";
-      return 1;
-    }
-    csv << "model,batch,threads,baseline";
-    for (const auto& n : b) csv << "," << n << "_ms";
-    for (size_t k = 1; k < b.size(); ++k) csv << "," << b[k] << "_speedup";
-    csv << ",compile_s,lazy_compile_ms,lazy_ops_per_call,lazy_trace_ms,lazy_hash_ms,"
-           "lazy_execute_ms\n";
-    for (const PerfRow& r : rows) {
-      csv << r.model << "," << a.batch << "," << lathe::num_threads() << "," << b[0];
-      for (double x : r.ms) csv << "," << x;
-      for (size_t k = 1; k < b.size(); ++k) csv << "," << r.ms[0] / r.ms[k];
-      csv << "," << (std::isnan(r.compile_s) ? 0.0 : r.compile_s) << ","
-          << (std::isnan(r.lazy_compile_s) ? 0.0 : r.lazy_compile_s * 1e3);
-      const double n = r.lazy_calls > 0 ? static_cast<double>(r.lazy_calls) : NAN;
-      csv << "," << r.lazy.ops_traced / n << "," << r.lazy.trace_s / n * 1e3 << ","
-          << r.lazy.hash_s / n * 1e3 << "," << r.lazy.execute_s / n * 1e3 << "\n";
-    }
-    csv << "geomean,,,";
-    for (size_t k = 0; k < b.size(); ++k) csv << ",";
-    for (size_t k = 1; k < b.size(); ++k) csv << "," << geomean(speedups[k]);
-    csv << ",,,,,,\n";
-  }
-  return 0;
+  return a.csv.empty() ? 0 : write_csv(a, rows, speedups);
 }
 
 // ---------------------------------------------------------------------------------------------

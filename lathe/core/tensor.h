@@ -116,7 +116,10 @@ class Tensor {
   // Marks the data as modified (for caches keyed on contents).
   void bump_version() const;
 
-  // ---- views (share storage) ----
+  // ---- views (share storage) and copies ----
+  // Defined by lathe_ops (ops/view_ops.cpp, ops/copy_ops.cpp: they dispatch ops, so tracing and
+  // the lazy device record them). Only ops and the layers above may call them; the build's layer
+  // symbol check (cmake/check_layers.py) fails a lower layer that does.
   Tensor view(const Shape& sizes) const;
   Tensor reshape(const Shape& sizes) const;
   Tensor permute(const std::vector<int64_t>& dims) const;
@@ -133,12 +136,12 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const;
 
-  // ---- copies ----
   Tensor contiguous() const;  // self when already contiguous
   // NHWC memory order for a 4-d tensor (self when already channels-last).
   Tensor to_channels_last() const;
   Tensor clone() const;       // fresh contiguous copy
   Tensor to(DType dt) const;  // self when already dt
+  // Defined in core (core/device_transfer.cpp): moves through the device's registered transfer.
   Tensor to(Device d) const;
   // Copies src (broadcast to this shape, converting dtype) into this tensor in place.
   Tensor& copy_(const Tensor& src);

@@ -290,18 +290,6 @@ uint64_t dnnl_weight_reorder_count() {
   return c.reorders;
 }
 
-void dnnl_clear_caches() {
-  {
-    PrimitiveCache& c = primitive_cache();
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.lru.clear();
-    c.index.clear();
-  }
-  WeightCache& w = weight_cache();
-  std::lock_guard<std::mutex> lock(w.mu);
-  w.entries.clear();
-}
-
 // ---- strided copies ----
 
 namespace {

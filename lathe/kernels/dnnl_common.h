@@ -98,8 +98,6 @@ DnnlWeight dnnl_cached_weight(const Tensor& weight,
 // Number of reordered weights currently cached, and how many reorders have run (for tests).
 size_t dnnl_weight_cache_size();
 uint64_t dnnl_weight_reorder_count();
-// Drops every cached primitive and weight.
-void dnnl_clear_caches();
 
 // ---- strided copies (own loops; f32, f64 and the integer types) ----
 // Copies src into dst elementwise (same sizes and dtype, any strides).

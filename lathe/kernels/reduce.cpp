@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "lathe/core/threads.h"
+#include "lathe/kernels/elementwise.h"
 
 namespace lathe::kernels {
 namespace {
@@ -11,6 +12,20 @@ namespace {
 // Accumulator type: double for floats (accuracy), int64 for integers.
 template <class T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+// x with its dims in the order `perm`, as one contiguous block (copied unless already so).
+Tensor permuted_contiguous(const Tensor& x, const std::vector<int64_t>& perm) {
+  Shape sizes, strides;
+  for (int64_t d : perm) {
+    sizes.push_back(x.sizes()[d]);
+    strides.push_back(x.strides()[d]);
+  }
+  Tensor view = make_view(x, sizes, strides, x.storage_offset());
+  if (view.is_contiguous()) return view;
+  Tensor out = empty(sizes, x.dtype());
+  copy(out, view);
+  return out;
+}
 
 template <class T, class Out>
 void reduce_rows(const T* x, Out* out, int64_t M, int64_t R, ReduceKind kind, int64_t correction) {
@@ -109,7 +124,7 @@ Tensor reduce(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, R
   LATHE_CHECK(!(needs_element && R == 0 && M > 0), "[",
               kind == ReduceKind::amax ? "amax" : "reduce", "] cannot reduce over an empty dim of ",
               x.shape_string(), ": the operation has no identity");
-  Tensor xp = nd ? x.permute(perm).contiguous() : x.contiguous();
+  Tensor xp = permuted_contiguous(x, perm);
   Tensor out = empty(kept_sizes, out_dtype);
   LATHE_DISPATCH_ALL(x.dtype(), "reduce", [&] {
     using T = scalar_t;
@@ -119,7 +134,7 @@ Tensor reduce(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, R
       if (M > 0) reduce_rows<T, O>(px, static_cast<O*>(out.raw_data()), M, R, kind, correction);
     });
   });
-  return out.view(out_sizes);
+  return make_view(out, out_sizes, contiguous_strides(out_sizes), 0);
 }
 
 }  // namespace lathe::kernels

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "lathe/backend/backend.h"
+#include "lathe/core/device_transfer.h"
 #include "lathe/ir/graph.h"
 #include "lathe/ir/structural.h"
 #include "lathe/kernels/elementwise.h"
@@ -486,26 +487,39 @@ void sync() {
   lazy::sync_locked(c);
 }
 
-Tensor Tensor::to(Device d) const {
-  if (d == device()) return *this;
+namespace {
+
+// Tensor::to(Device) onto or off the lazy device (registered with core below).
+Tensor lazy_transfer(const Tensor& t, Device d) {
   lazy::install();
   lazy::LazyContext& c = lazy::context();
   if (d.kind() == DeviceKind::lazy) {
-    Tensor moved = detail::as_lazy_device_data(lazy::copy_of(*this));
-    moved.set_requires_grad(requires_grad());
+    Tensor moved = detail::as_lazy_device_data(lazy::copy_of(t));
+    moved.set_requires_grad(t.requires_grad());
     std::lock_guard<std::mutex> lock(c.mu);
     c.metrics.transfers_to_device++;
-    c.metrics.bytes_to_device += static_cast<int64_t>(nbytes());
+    c.metrics.bytes_to_device += static_cast<int64_t>(t.nbytes());
     return moved;
   }
   std::lock_guard<std::mutex> lock(c.mu);
   lazy::sync_locked(c);
-  LATHE_CHECK(has_storage(), "[to] lazy tensor ", shape_string(),
+  LATHE_CHECK(t.has_storage(), "[to] lazy tensor ", t.shape_string(),
               " has no data: the graph computing it failed");
-  Tensor out = lazy::copy_of(detail::device_buffer(*this));
+  Tensor out = lazy::copy_of(detail::device_buffer(t));
   c.metrics.transfers_from_device++;
-  c.metrics.bytes_from_device += static_cast<int64_t>(nbytes());
+  c.metrics.bytes_from_device += static_cast<int64_t>(t.nbytes());
   return out;
+}
+
+const bool lazy_device_registered =
+    (detail::register_device_transfer(DeviceKind::lazy, &lazy_transfer), true);
+
+}  // namespace
+
+// CMakeLists.txt links every user of lathe_lazy with --undefined=lathe_lazy_device_anchor, so this
+// object (and the registration above) is in every program that can make lazy tensors.
+extern "C" {
+int lathe_lazy_device_anchor = 0;
 }
 
 }  // namespace lathe

@@ -126,8 +126,6 @@ Tensor Tensor::to(DType dt) const {
   return clone_as(*this, "preserve", dt);
 }
 
-// Tensor::to(Device) lives in lathe/lazy/lazy_device.cpp (the lazy device is the only other).
-
 Tensor& Tensor::copy_(const Tensor& src) {
   // copy_ is also the transfer between devices (as in PyTorch): src moves to this device first.
   Tensor in[2] = {*this, src.defined() && src.device() != device() ? src.to(device()) : src};

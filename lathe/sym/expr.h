@@ -51,10 +51,6 @@ class Expr {
   bool is_bool() const { return kind_ == ExprKind::kBool; }
   bool is_symbol() const { return kind_ == ExprKind::kSymbol; }
   bool is_relation() const { return kind_ >= ExprKind::kEq; }
-  // Atoms are the factors of monomials: symbols and FloorDiv/CeilDiv/Mod/Min/Max.
-  bool is_atom() const {
-    return kind_ == ExprKind::kSymbol || (kind_ >= ExprKind::kFloorDiv && kind_ <= ExprKind::kMax);
-  }
   // Symbols only: unbacked symbols (data-dependent sizes) have no hint and print as u<n>.
   bool is_unbacked() const { return flag_; }
   // Symbols only: the number in the printed name (s3 -> 3).

@@ -191,48 +191,52 @@ const Expr* ExprPool::divide_by_constant(DivOp op, const Expr* a, int64_t k) {
   }
   const Expr* x = ops.from_poly(r);
   if (op == DivOp::kMod) {
-    const Expr* m;
-    ValueRange rx = bound(x);
-    if (x->is_int()) {
-      m = integer(detail::checked_mod(x->value(), k));
-    } else if (k == 1 || divisible(x, k)) {
-      m = integer(0);
-    } else if (rx.lo != ValueRange::kNegInf && rx.hi != ValueRange::kPosInf &&
-               detail::checked_floordiv(rx.lo, k) == detail::checked_floordiv(rx.hi, k)) {
-      // x stays within one period: x % k == x - k * (x // k) with x // k constant.
-      m = sub(x, integer(checked_mul(k, detail::checked_floordiv(rx.lo, k))));
-    } else if (x->kind() == ExprKind::kMod && x->arg(1)->is_int() && x->arg(1)->value() > 0 &&
-               x->arg(1)->value() % k == 0) {
-      m = mod(x->arg(0), integer(k));
-    } else {
-      m = node(ExprKind::kMod, {x, integer(k)});
-    }
+    const Expr* m = residual_mod(x, k);
     return g > 1 ? mul(integer(g), m) : m;
   }
-  const Expr* d;
+  const Expr* d = residual_div(op, x, k);
+  return add(ops.from_poly(quotient.finish()), d);
+}
+
+const Expr* ExprPool::residual_mod(const Expr* x, int64_t k) {
+  ValueRange rx = bound(x);
+  if (x->is_int()) {
+    return integer(detail::checked_mod(x->value(), k));
+  } else if (k == 1 || divisible(x, k)) {
+    return integer(0);
+  } else if (rx.lo != ValueRange::kNegInf && rx.hi != ValueRange::kPosInf &&
+             detail::checked_floordiv(rx.lo, k) == detail::checked_floordiv(rx.hi, k)) {
+    // x stays within one period: x % k == x - k * (x // k) with x // k constant.
+    return sub(x, integer(checked_mul(k, detail::checked_floordiv(rx.lo, k))));
+  } else if (x->kind() == ExprKind::kMod && x->arg(1)->is_int() && x->arg(1)->value() > 0 &&
+             x->arg(1)->value() % k == 0) {
+    return mod(x->arg(0), integer(k));
+  }
+  return node(ExprKind::kMod, {x, integer(k)});
+}
+
+const Expr* ExprPool::residual_div(DivOp op, const Expr* x, int64_t k) {
   ValueRange rx = bound(x);
   int64_t merged = 0;
   if (x->is_int()) {
-    d = integer(op == DivOp::kFloor ? detail::checked_floordiv(x->value(), k)
-                                    : detail::checked_ceildiv(x->value(), k));
+    return integer(op == DivOp::kFloor ? detail::checked_floordiv(x->value(), k)
+                                       : detail::checked_ceildiv(x->value(), k));
   } else if (k == 1) {
-    d = x;
+    return x;
   } else if (rx.lo != ValueRange::kNegInf && rx.hi != ValueRange::kPosInf &&
              (op == DivOp::kFloor
                   ? detail::checked_floordiv(rx.lo, k) == detail::checked_floordiv(rx.hi, k)
                   : detail::checked_ceildiv(rx.lo, k) == detail::checked_ceildiv(rx.hi, k))) {
-    d = integer(op == DivOp::kFloor ? detail::checked_floordiv(rx.lo, k)
-                                    : detail::checked_ceildiv(rx.lo, k));
+    return integer(op == DivOp::kFloor ? detail::checked_floordiv(rx.lo, k)
+                                       : detail::checked_ceildiv(rx.lo, k));
   } else if (x->kind() == div_kind(static_cast<int>(op)) && x->arg(1)->is_int() &&
              x->arg(1)->value() > 0 && detail::try_mul(x->arg(1)->value(), k, &merged)) {
     // floor(floor(y / m) / k) == floor(y / (m * k)) for k > 0; the same holds for ceil.
-    d = divide_by_constant(op, x->arg(0), merged);
+    return divide_by_constant(op, x->arg(0), merged);
   } else if (op == DivOp::kCeil && divisible(x, k)) {
-    d = node(ExprKind::kFloorDiv, {x, integer(k)});  // exact: ceil == floor
-  } else {
-    d = node(div_kind(static_cast<int>(op)), {x, integer(k)});
+    return node(ExprKind::kFloorDiv, {x, integer(k)});  // exact: ceil == floor
   }
-  return add(ops.from_poly(quotient.finish()), d);
+  return node(div_kind(static_cast<int>(op)), {x, integer(k)});
 }
 
 const Expr* ExprPool::divide_by_expr(DivOp op, const Expr* a, const Expr* b) {

@@ -41,7 +41,6 @@ class ExprPool {
 
   ShapeEnv* env() const { return env_; }
   const SimplifyContext* context() const { return context_; }
-  void set_context(const SimplifyContext* context) { context_ = context; }
 
   const Expr* integer(int64_t v);
   const Expr* boolean(bool b);
@@ -91,6 +90,10 @@ class ExprPool {
   enum class DivOp { kFloor, kCeil, kMod };
   const Expr* divide(DivOp op, const Expr* a, const Expr* b);
   const Expr* divide_by_constant(DivOp op, const Expr* a, int64_t k);
+  // divide_by_constant's last step, for the residual x (no term a multiple of k) and k > 0:
+  // x % k, and x // k or ceil(x / k), simplified by ranges, divisibility and nesting.
+  const Expr* residual_mod(const Expr* x, int64_t k);
+  const Expr* residual_div(DivOp op, const Expr* x, int64_t k);
   const Expr* divide_by_expr(DivOp op, const Expr* a, const Expr* b);
   const Expr* min_max(ExprKind kind, const Expr* a, const Expr* b);
 

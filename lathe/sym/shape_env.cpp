@@ -417,51 +417,57 @@ void ShapeEnv::add_replacement(const Expr* symbol, const Expr* target, std::stri
 
 void ShapeEnv::apply_fact(const Expr* cond, std::string_view reason) {
   if (!cond->is_relation()) return;
-  const Expr* lhs = cond->arg(0);
-  const Expr* rhs = cond->arg(1);
   if (cond->kind() == ExprKind::kEq) {
-    // Mod(x, k) == 0 becomes a divisibility fact.
-    for (auto [m, z] : {std::pair{lhs, rhs}, std::pair{rhs, lhs}}) {
-      if (m->kind() == ExprKind::kMod && m->arg(1)->is_int() && z->is_int() && z->value() == 0) {
-        divisible_.push_back({m->arg(0), m->arg(1)->value()});
-        invalidate();
-        return;
-      }
-    }
-    // An equality becomes a replacement: solve for a symbol with coefficient +-1 that occurs
-    // nowhere else, preferring unbacked symbols, then the latest one (so representatives are the
-    // oldest symbols).
-    const Expr* diff = pool_.sub(lhs, rhs);
-    if (diff->kind() != ExprKind::kAdd && !diff->is_symbol()) return;
-    std::vector<std::pair<const Expr*, int64_t>> terms;
-    if (diff->is_symbol()) {
-      terms.push_back({diff, 1});
-    } else {
-      for (size_t i = 0; i < diff->args().size(); ++i)
-        terms.push_back({diff->arg(i), diff->coeffs()[i]});
-    }
-    const Expr* best = nullptr;
-    int64_t best_coeff = 0;
-    for (auto& [m, c] : terms) {
-      if (!m->is_symbol() || (c != 1 && c != -1)) continue;
-      const Expr* rest = pool_.sub(diff, pool_.mul(pool_.integer(c), m));
-      std::vector<const Expr*> syms;
-      collect_symbols(rest, syms);
-      if (std::find(syms.begin(), syms.end(), m) != syms.end()) continue;
-      if (best == nullptr || (m->is_unbacked() && !best->is_unbacked()) ||
-          (m->is_unbacked() == best->is_unbacked() && compare(m, best) > 0)) {
-        best = m;
-        best_coeff = c;
-      }
-    }
-    if (best == nullptr) return;
-    // c*s + rest == 0  =>  s = -rest / c.
-    const Expr* rest = pool_.sub(diff, pool_.mul(pool_.integer(best_coeff), best));
-    add_replacement(best, best_coeff == 1 ? pool_.neg(rest) : rest, reason);
-    return;
+    apply_equality(cond->arg(0), cond->arg(1), reason);
+  } else {
+    apply_bound(cond);
   }
+}
+
+void ShapeEnv::apply_equality(const Expr* lhs, const Expr* rhs, std::string_view reason) {
+  // Mod(x, k) == 0 becomes a divisibility fact.
+  for (auto [m, z] : {std::pair{lhs, rhs}, std::pair{rhs, lhs}}) {
+    if (m->kind() == ExprKind::kMod && m->arg(1)->is_int() && z->is_int() && z->value() == 0) {
+      divisible_.push_back({m->arg(0), m->arg(1)->value()});
+      invalidate();
+      return;
+    }
+  }
+  // An equality becomes a replacement: solve for a symbol with coefficient +-1 that occurs
+  // nowhere else, preferring unbacked symbols, then the latest one (so representatives are the
+  // oldest symbols).
+  const Expr* diff = pool_.sub(lhs, rhs);
+  if (diff->kind() != ExprKind::kAdd && !diff->is_symbol()) return;
+  std::vector<std::pair<const Expr*, int64_t>> terms;
+  if (diff->is_symbol()) {
+    terms.push_back({diff, 1});
+  } else {
+    for (size_t i = 0; i < diff->args().size(); ++i)
+      terms.push_back({diff->arg(i), diff->coeffs()[i]});
+  }
+  const Expr* best = nullptr;
+  int64_t best_coeff = 0;
+  for (auto& [m, c] : terms) {
+    if (!m->is_symbol() || (c != 1 && c != -1)) continue;
+    const Expr* rest = pool_.sub(diff, pool_.mul(pool_.integer(c), m));
+    std::vector<const Expr*> syms;
+    collect_symbols(rest, syms);
+    if (std::find(syms.begin(), syms.end(), m) != syms.end()) continue;
+    if (best == nullptr || (m->is_unbacked() && !best->is_unbacked()) ||
+        (m->is_unbacked() == best->is_unbacked() && compare(m, best) > 0)) {
+      best = m;
+      best_coeff = c;
+    }
+  }
+  if (best == nullptr) return;
+  // c*s + rest == 0  =>  s = -rest / c.
+  const Expr* rest = pool_.sub(diff, pool_.mul(pool_.integer(best_coeff), best));
+  add_replacement(best, best_coeff == 1 ? pool_.neg(rest) : rest, reason);
+}
+
+void ShapeEnv::apply_bound(const Expr* cond) {
   // A bound on a single symbol narrows its range: a*s + b >= 0 after normalizing.
-  auto lin = as_linear(pool_.sub(lhs, rhs));
+  auto lin = as_linear(pool_.sub(cond->arg(0), cond->arg(1)));
   if (!lin) return;
   SymbolInfo& s = info(lin->symbol);
   int64_t a = lin->coeff, b = lin->constant;
@@ -565,15 +571,7 @@ GuardProgram ShapeEnv::produce_guards() {
 }
 
 GuardProgram ShapeEnv::produce_guards(std::span<const Source> sources) {
-  std::vector<const SourceEntry*> entries;
-  for (const Source& src : sources) {
-    auto it = source_index_.find(src.key());
-    if (it == source_index_.end()) {
-      throw SymError("[ShapeEnv] produce_guards: " + src.to_string() +
-                     " has no symbol in this ShapeEnv (create_symbol was never called for it)");
-    }
-    entries.push_back(&sources_[it->second]);
-  }
+  std::vector<const SourceEntry*> entries = source_entries(sources);
   // Simplify with replacements but only the ranges at creation: a guard is dropped only when
   // those ranges alone prove it, since the program checks exactly them.
   FlagScope scope(base_mode_, true);
@@ -584,27 +582,56 @@ GuardProgram ShapeEnv::produce_guards(std::span<const Source> sources) {
   } cleanup{this};
 
   GuardProgram program;
-  std::unordered_map<const Expr*, Source> binder;
-  std::vector<const Expr*> bound_order;
-  std::vector<bool> is_binder(entries.size(), false);
+  GuardBinders binders = emit_binds(entries, program);
+  emit_source_checks(entries, binders, program);
+  emit_conditions(binders, program);
+  emit_ranges(entries, binders, program);
+  return program;
+}
+
+Source ShapeEnv::GuardBinders::source_of(const Expr* sym) const {
+  auto it = source.find(sym);
+  if (it == source.end()) {
+    throw SymError("[ShapeEnv] produce_guards: " + to_string(sym) +
+                   " is not bound by any of the given sources");
+  }
+  return it->second;
+}
+
+std::vector<const ShapeEnv::SourceEntry*> ShapeEnv::source_entries(
+    std::span<const Source> sources) const {
+  std::vector<const SourceEntry*> entries;
+  for (const Source& src : sources) {
+    auto it = source_index_.find(src.key());
+    if (it == source_index_.end()) {
+      throw SymError("[ShapeEnv] produce_guards: " + src.to_string() +
+                     " has no symbol in this ShapeEnv (create_symbol was never called for it)");
+    }
+    entries.push_back(&sources_[it->second]);
+  }
+  return entries;
+}
+
+ShapeEnv::GuardBinders ShapeEnv::emit_binds(const std::vector<const SourceEntry*>& entries,
+                                            GuardProgram& program) {
+  GuardBinders b;
+  b.is_binder.assign(entries.size(), false);
   for (size_t i = 0; i < entries.size(); ++i) {
     const Expr* e = simplify(entries[i]->expr);
-    if (!e->is_symbol() || binder.count(e)) continue;
-    binder.emplace(e, entries[i]->source);
-    bound_order.push_back(e);
-    is_binder[i] = true;
+    if (!e->is_symbol() || b.source.count(e)) continue;
+    b.source.emplace(e, entries[i]->source);
+    b.order.push_back(e);
+    b.is_binder[i] = true;
     program.add_bind(to_string(e), entries[i]->source, entries[i]->reason);
   }
-  auto source_of = [&](const Expr* sym) -> Source {
-    auto it = binder.find(sym);
-    if (it == binder.end()) {
-      throw SymError("[ShapeEnv] produce_guards: " + to_string(sym) +
-                     " is not bound by any of the given sources");
-    }
-    return it->second;
-  };
+  return b;
+}
+
+void ShapeEnv::emit_source_checks(const std::vector<const SourceEntry*>& entries,
+                                  const GuardBinders& b, GuardProgram& program) {
+  auto source_of = [&](const Expr* sym) { return b.source_of(sym); };
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (is_binder[i]) continue;
+    if (b.is_binder[i]) continue;
     const SourceEntry& entry = *entries[i];
     const Expr* e = simplify(entry.expr);
     std::string reason = entry.reason;
@@ -618,6 +645,10 @@ GuardProgram ShapeEnv::produce_guards(std::span<const Source> sources) {
       program.add_equal_expr(entry.source, e, source_of, reason);
     }
   }
+}
+
+void ShapeEnv::emit_conditions(const GuardBinders& b, GuardProgram& program) {
+  auto source_of = [&](const Expr* sym) { return b.source_of(sym); };
   std::vector<const Expr*> emitted;
   for (const Guard& g : guards_) {
     const Expr* c = simplify(g.condition);
@@ -630,6 +661,10 @@ GuardProgram ShapeEnv::produce_guards(std::span<const Source> sources) {
     emitted.push_back(c);
     program.add_condition(c, source_of, g.reason, g.origin);
   }
+}
+
+void ShapeEnv::emit_ranges(const std::vector<const SourceEntry*>& entries, const GuardBinders& b,
+                           GuardProgram& program) {
   // Ranges: of every bound symbol, and of replaced symbols whose value is an expression (their
   // own source's check does not imply their range).
   auto natural = [](const Source& s) {
@@ -643,15 +678,14 @@ GuardProgram ShapeEnv::produce_guards(std::span<const Source> sources) {
     if (r.lo == ValueRange::kNegInf && r.hi == ValueRange::kPosInf) return;
     program.add_range(src, r, info(sym).range_reason);
   };
-  for (const Expr* sym : bound_order) emit_range(sym, binder.at(sym));
+  for (const Expr* sym : b.order) emit_range(sym, b.source.at(sym));
   for (const SourceEntry* entry : entries) {
     const Expr* sym = entry->expr;
-    if (!sym->is_symbol() || entry->shared || binder.count(sym)) continue;
+    if (!sym->is_symbol() || entry->shared || b.source.count(sym)) continue;
     const Expr* e = simplify(sym);
     if (e->is_int() || e->is_symbol()) continue;
     emit_range(sym, entry->source);
   }
-  return program;
 }
 
 }  // namespace lathe::sym

@@ -136,6 +136,10 @@ class ShapeEnv final : private SimplifyContext {
   void invalidate();
   void record_guard(const Expr* cond, std::string_view reason, const std::string& origin);
   void apply_fact(const Expr* cond, std::string_view reason);
+  // apply_fact of lhs == rhs: a divisibility fact (Mod(x, k) == 0) or a replacement of a symbol.
+  void apply_equality(const Expr* lhs, const Expr* rhs, std::string_view reason);
+  // apply_fact of a bound (!=, <, <=, >, >=) on one symbol: narrows its range.
+  void apply_bound(const Expr* cond);
   void add_replacement(const Expr* symbol, const Expr* target, std::string_view reason);
   void check_constraints(const Expr* cond, std::string_view reason, const std::string& origin);
   void check_backed(const Expr* cond, std::string_view reason, const std::string& origin);
@@ -148,6 +152,23 @@ class ShapeEnv final : private SimplifyContext {
   std::optional<bool> decide_by_division(const Expr* cond);
   std::string source_name(const Expr* symbol) const;
   std::string describe(const Expr* e) const;  // with sources for symbols
+
+  // produce_guards, step by step: the entries of the sources; one bind per symbol (its first
+  // source); checks of the other sources (constant, same as another, an expression); the
+  // recorded guards; the ranges at creation the program must check.
+  struct GuardBinders {
+    std::unordered_map<const Expr*, Source> source;  // symbol -> the source binding it
+    std::vector<const Expr*> order;                  // symbols in binding order
+    std::vector<bool> is_binder;                     // per entry
+    Source source_of(const Expr* sym) const;         // throws for an unbound symbol
+  };
+  std::vector<const SourceEntry*> source_entries(std::span<const Source> sources) const;
+  GuardBinders emit_binds(const std::vector<const SourceEntry*>& entries, GuardProgram& program);
+  void emit_source_checks(const std::vector<const SourceEntry*>& entries, const GuardBinders& b,
+                          GuardProgram& program);
+  void emit_conditions(const GuardBinders& b, GuardProgram& program);
+  void emit_ranges(const std::vector<const SourceEntry*>& entries, const GuardBinders& b,
+                   GuardProgram& program);
 
   ShapeEnvOptions options_;
   ExprPool pool_;

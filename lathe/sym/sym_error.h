@@ -1,10 +1,10 @@
 #pragma once
-// Errors raised by the symbolic-shape layer. They are lathe::Errors (a header-only type), so one
-// catch handles every Lathe error.
+// Errors raised by the symbolic-shape layer. They are lathe::Errors (lathe/base, header-only), so
+// one catch handles every Lathe error.
 
 #include <string>
 
-#include "lathe/core/error.h"
+#include "lathe/base/error.h"
 
 namespace lathe::sym {
 

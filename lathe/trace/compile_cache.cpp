@@ -47,6 +47,17 @@ size_t first_same(const std::vector<Arg>& args, size_t i) {
 
 bool on_lazy(const Tensor& t) { return t.defined() && t.device().kind() == DeviceKind::lazy; }
 
+// Pending lazy arguments are computed first: guards and the executable read their data.
+void sync_pending_lazy(const std::vector<Arg>& args) {
+  for (const Arg& a : args) {
+    const Tensor* t = std::get_if<Tensor>(&a);
+    if (t && on_lazy(*t) && !t->has_storage()) {
+      lazy_sync();
+      return;
+    }
+  }
+}
+
 // Re-resolves every symbolic size of the graph through the ShapeEnv. A symbol pinned or equated
 // by a guard recorded after a value's type (or a node's symbolic attribute) was recorded is
 // rewritten there too, so the graph states what its guards allow, and Graph::verify, whose shape
@@ -181,14 +192,7 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   // A compiled function called while another is traced is traced through.
   if (is_tracing()) return fn_(args);
-  // Pending lazy arguments are computed first: guards and the executable read their data.
-  for (const Arg& a : args) {
-    const Tensor* t = std::get_if<Tensor>(&a);
-    if (t && on_lazy(*t) && !t->has_storage()) {
-      lazy_sync();
-      break;
-    }
-  }
+  sync_pending_lazy(args);
   ArgViews views(args);
   if (std::shared_ptr<const CacheEntry> e = lookup(args, views.span(), nullptr)) {
     hits_.fetch_add(1, std::memory_order_relaxed);
@@ -201,37 +205,44 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     hits_.fetch_add(1, std::memory_order_relaxed);
     return run_entry(*e, args);
   }
+  if (!admit_recompile(reason)) {
+    trace_lock.unlock();
+    eager_calls_.fetch_add(1, std::memory_order_relaxed);
+    return fn_(args);
+  }
+  std::shared_ptr<const CacheEntry> e = compile_entry(args);
+  trace_lock.unlock();
+  return run_entry(*e, args);
+}
+
+bool CompileCache::admit_recompile(const std::string& reason) {
   size_t n;
   {
     std::shared_lock lock(mu_);
     n = entries_.size();
   }
+  if (n > 0) {
+    std::unique_lock lock(mu_);
+    last_reason_ = reason;
+  }
   if (n >= static_cast<size_t>(options_.recompile_limit)) {
     std::string msg = str("[compile] '", options_.name, "' reached its recompile limit (",
                           options_.recompile_limit, " entries); last failing guard: ", reason);
-    {
-      std::unique_lock lock(mu_);
-      last_reason_ = reason;
-    }
     if (options_.error_on_recompile_limit) throw Error(msg);
     if (!warned_) {
       warned_ = true;
       log_warning(msg + "; running it eagerly from now on");
     }
-    trace_lock.unlock();
-    eager_calls_.fetch_add(1, std::memory_order_relaxed);
-    return fn_(args);
+    return false;
   }
-  if (n > 0) {
-    {
-      std::unique_lock lock(mu_);
-      last_reason_ = reason;
-    }
-    if (log_enabled(LogTopic::kRecompiles))
-      log_message(LogTopic::kRecompiles,
-                  str("recompiling '", options_.name, "' (entry ", n + 1, " of at most ",
-                      options_.recompile_limit, "): ", reason));
-  }
+  if (n > 0 && log_enabled(LogTopic::kRecompiles))
+    log_message(LogTopic::kRecompiles,
+                str("recompiling '", options_.name, "' (entry ", n + 1, " of at most ",
+                    options_.recompile_limit, "): ", reason));
+  return true;
+}
+
+std::shared_ptr<const CacheEntry> CompileCache::compile_entry(const std::vector<Arg>& args) {
   update_auto_dynamic(args);
   // Counts the trace as failed unless it produces an entry.
   struct FailedTraceCount {
@@ -267,13 +278,10 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     log_message(LogTopic::kGuards, str("guards of '", options_.name, "':\n", entry->guards_text));
   if (log_enabled(LogTopic::kGraph))
     log_message(LogTopic::kGraph, str("graph of '", options_.name, "':\n", entry->graph_text));
-  std::shared_ptr<const CacheEntry> e(std::move(entry));
-  {
-    std::unique_lock lock(mu_);
-    entries_.insert(entries_.begin(), std::const_pointer_cast<CacheEntry>(e));
-  }
-  trace_lock.unlock();
-  return run_entry(*e, args);
+  std::shared_ptr<CacheEntry> e(std::move(entry));
+  std::unique_lock lock(mu_);
+  entries_.insert(entries_.begin(), e);
+  return e;
 }
 
 std::vector<Tensor> CompileCache::run_entry(const CacheEntry& e, const std::vector<Arg>& args) {

@@ -51,7 +51,7 @@ struct CacheEntry {
   bool on_lazy_device = false;             // some input or output is on the lazy device
   int64_t id = 0;                          // 1 for the function's first trace, 2 for the next, ...
   mutable std::atomic<int64_t> calls{0};   // calls served, for verification
-  std::vector<int> input_origin;  // per graph input: argument index, or -1 - capture slot
+  std::vector<int> input_origin;           // per graph input: argument index, or -1 - capture slot
   std::vector<SymbolBinding> bindings;
   size_t num_symbols = 0;
   std::vector<OutputSpec> outputs;
@@ -84,6 +84,12 @@ class CompileCache {
   std::shared_ptr<const CacheEntry> lookup(const std::vector<Arg>& args,
                                            std::span<const sym::ArgView> views,
                                            std::string* reason);
+  // After a miss (trace_mu_ held): records `reason` and logs the recompile; false, after a
+  // one-time warning, once the recompile limit is reached (throws instead when configured so).
+  bool admit_recompile(const std::string& reason);
+  // Traces and compiles a new entry for args (static sizes if a dynamic trace fails) and puts it
+  // first (trace_mu_ held).
+  std::shared_ptr<const CacheEntry> compile_entry(const std::vector<Arg>& args);
   std::unique_ptr<CacheEntry> trace(const std::vector<Arg>& args, bool allow_auto_dynamic);
   // Runs entry e, beside eager for its first calls when verification is on.
   std::vector<Tensor> run_entry(const CacheEntry& e, const std::vector<Arg>& args);
