@@ -12,15 +12,6 @@
 namespace lathe::ir {
 namespace {
 
-Tensor fake_of(const ValueType& t) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = t.sizes;
-  impl->strides = t.strides.empty() ? contiguous_strides(t.sizes) : t.strides;
-  impl->dtype = t.dtype;
-  impl->device = t.device;
-  return Tensor(std::move(impl));
-}
-
 bool same_value_type(const ValueType& a, const ValueType& b) {
   return a.dtype == b.dtype && a.device == b.device && same_shape(a.sizes, b.sizes) &&
          same_shape(a.strides, b.strides);
@@ -125,7 +116,7 @@ class Functionalizer {
   // Appends op(inputs, attrs) to the new graph, its output types from the shape rule.
   Node* add(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs) {
     std::vector<Tensor> fakes;
-    for (const Value* v : inputs) fakes.push_back(v ? fake_of(v->type()) : Tensor());
+    for (const Value* v : inputs) fakes.push_back(v ? fake_tensor(v->type()) : Tensor());
     std::vector<ValueType> types;
     for (const TensorMeta& m : op.shape(fakes, attrs)) {
       const bool strided = m.is_view || m.strides.size() == m.sizes.size();
@@ -214,7 +205,7 @@ class Functionalizer {
                 ") writes through a view of a value with symbolic sizes ", bt.to_string(),
                 ", which has no fixed scatter window");
     ValueType row_major{bt.dtype, bt.device, bt.sizes, contiguous_strides(bt.sizes)};
-    Tensor x = fake_of(row_major);
+    Tensor x = fake_tensor(row_major);
     for (const Value* v : chain) {
       const Node* p = v->producer();
       std::vector<TensorMeta> metas;

@@ -28,16 +28,6 @@ void hash_type(StructuralHasher& h, const ValueType& t) {
   h.add(static_cast<uint64_t>(t.requires_grad));
 }
 
-// A fake tensor (metadata only) of a value's type, for running shape rules.
-Tensor fake_tensor(const ValueType& t) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = t.sizes;
-  impl->strides = t.strides.empty() ? contiguous_strides(t.sizes) : t.strides;
-  impl->dtype = t.dtype;
-  impl->device = t.device;
-  return Tensor(std::move(impl));
-}
-
 std::string value_name(const Value* v) {
   return v ? lathe::detail::str('%', v->id()) : std::string("None");
 }
@@ -60,6 +50,15 @@ uint64_t ref_of(const std::unordered_map<const Value*, uint64_t>& n, const Value
 }
 
 }  // namespace
+
+Tensor fake_tensor(const ValueType& t) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = t.sizes;
+  impl->strides = t.strides.empty() ? contiguous_strides(t.sizes) : t.strides;
+  impl->dtype = t.dtype;
+  impl->device = t.device;
+  return Tensor(std::move(impl));
+}
 
 // ---- ValueType, InputSource ----
 

@@ -39,6 +39,10 @@ struct ValueType {
   static ValueType of(const Tensor& t);
 };
 
+// A fake tensor (metadata only, no storage) of a value type, for running shape rules over a
+// graph; row-major strides when the type leaves the layout open.
+Tensor fake_tensor(const ValueType& t);
+
 // Where a graph input comes from.
 struct InputSource {
   enum class Kind : uint8_t { argument, captured };

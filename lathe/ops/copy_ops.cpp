@@ -2,6 +2,7 @@
 #include "lathe/kernels/elementwise.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
+#include "lathe/ops/shape_util.h"
 
 namespace lathe {
 namespace {
@@ -39,15 +40,7 @@ std::vector<Tensor> clone_kernel(TensorList in, const Attrs& a, const std::vecto
 std::vector<TensorMeta> copy_inplace_rule(TensorList in, const Attrs&) {
   const Tensor& self = in[0];
   const Tensor& src = in[1];
-  // src must broadcast to self's shape.
-  int64_t nd = self.dim(), ns = src.dim();
-  bool ok = ns <= nd;
-  for (int64_t i = 0; ok && i < ns; ++i) {
-    SymInt s = src.sizes()[ns - 1 - i], d = self.sizes()[nd - 1 - i];
-    ok = s == d || s == 1;
-  }
-  LATHE_CHECK(ok, "[copy_] source ", src.shape_string(), " does not broadcast to destination ",
-              self.shape_string());
+  check_broadcasts_to(src, self, "copy_");
   TensorMeta m;
   m.sizes = self.sizes();
   m.dtype = self.dtype();

@@ -20,14 +20,7 @@ namespace {
 std::vector<TensorMeta> copy_rule(TensorList in, const Attrs&) {
   const Tensor& self = in[0];
   const Tensor& src = in[1];
-  int64_t nd = self.dim(), ns = src.dim();
-  bool ok = ns <= nd;
-  for (int64_t i = 0; ok && i < ns; ++i) {
-    SymInt s = src.sizes()[ns - 1 - i], d = self.sizes()[nd - 1 - i];
-    ok = s == d || s == 1;
-  }
-  LATHE_CHECK(ok, "[copy] source ", src.shape_string(), " does not broadcast to destination ",
-              self.shape_string());
+  check_broadcasts_to(src, self, "copy");
   return {result_meta(self.sizes(), self.dtype(), self.device())};
 }
 

@@ -5,6 +5,17 @@
 
 namespace lathe {
 
+void check_broadcasts_to(const Tensor& src, const Tensor& dst, const char* op) {
+  const int64_t nd = dst.dim(), ns = src.dim();
+  bool ok = ns <= nd;
+  for (int64_t i = 0; ok && i < ns; ++i) {
+    SymInt s = src.sizes()[ns - 1 - i], d = dst.sizes()[nd - 1 - i];
+    ok = s == d || s == 1;
+  }
+  LATHE_CHECK(ok, "[", op, "] source ", src.shape_string(), " does not broadcast to destination ",
+              dst.shape_string());
+}
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);

@@ -11,6 +11,9 @@ namespace lathe {
 
 // numpy broadcasting of two shapes; throws "[op] shapes [..] and [..] do not broadcast".
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Throws "[op] source f32[3] does not broadcast to destination f32[2,4]" unless src's sizes
+// broadcast to dst's (copy_, copy).
+void check_broadcasts_to(const Tensor& src, const Tensor& dst, const char* op);
 // Wraps a possibly negative dim into [0, ndim); throws naming the op when out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // Sorted unique wrapped dims; empty `dims` means all dims.

@@ -72,31 +72,41 @@ std::vector<int64_t> specialize(const Shape& s, const char* why) {
   return r;
 }
 
-// Strides for viewing (sizes, strides) as new_sizes without a copy, if possible (the
-// algorithm of PyTorch's computeStride: match chunks of contiguous dims).
-std::optional<Shape> view_strides(const std::vector<int64_t>& old_sz,
-                                  const std::vector<int64_t>& old_st,
-                                  const std::vector<int64_t>& new_sz) {
+int64_t hint_of(int64_t v) { return v; }
+int64_t hint_of(const SymInt& v) { return v.hint(); }
+Shape as_shape(const std::vector<int64_t>& v) { return to_shape(v); }
+const Shape& as_shape(const Shape& s) { return s; }
+
+// Strides for viewing (sizes, strides) as new_sizes without a copy, if possible (the algorithm of
+// PyTorch's computeStride: match chunks of contiguous dims). Over concrete ints, or over symbolic
+// sizes with every comparison decided at the trace-time values (SymInt::hint, no guard; the strides
+// are expressions of the sizes), which reshape uses: its kernel decides view-or-copy again from the
+// real strides on every run.
+template <class Ints>
+std::optional<Shape> view_strides(const Ints& old_sz, const Ints& old_st, const Ints& new_sz) {
+  using Int = typename Ints::value_type;
   Shape new_st(new_sz.size());
-  int64_t numel = 1;
-  for (int64_t s : old_sz) numel *= s;
-  if (numel == 0) return contiguous_strides(to_shape(new_sz));
+  Int numel = 1;
+  for (const Int& s : old_sz) numel = numel * s;
+  if (hint_of(numel) == 0) return contiguous_strides(as_shape(new_sz));
   if (old_sz.empty()) {
     for (auto& s : new_st) s = 1;
     return new_st;
   }
   int64_t view_d = static_cast<int64_t>(new_sz.size()) - 1;
-  int64_t chunk_base_stride = old_st.back();
-  int64_t tensor_numel = 1, view_numel = 1;
+  Int chunk_base_stride = old_st.back();
+  Int tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(old_sz.size()) - 1; d >= 0; --d) {
-    tensor_numel *= old_sz[d];
-    if (d == 0 || (old_sz[d - 1] != 1 && old_st[d - 1] != tensor_numel * chunk_base_stride)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || new_sz[view_d] == 1)) {
+    tensor_numel = tensor_numel * old_sz[d];
+    if (d == 0 || (hint_of(old_sz[d - 1]) != 1 &&
+                   hint_of(old_st[d - 1]) != hint_of(tensor_numel * chunk_base_stride))) {
+      while (view_d >= 0 &&
+             (hint_of(view_numel) < hint_of(tensor_numel) || hint_of(new_sz[view_d]) == 1)) {
         new_st[view_d] = view_numel * chunk_base_stride;
-        view_numel *= new_sz[view_d];
+        view_numel = view_numel * new_sz[view_d];
         --view_d;
       }
-      if (view_numel != tensor_numel) return std::nullopt;
+      if (hint_of(view_numel) != hint_of(tensor_numel)) return std::nullopt;
       if (d > 0) {
         chunk_base_stride = old_st[d - 1];
         tensor_numel = 1;
@@ -121,42 +131,6 @@ std::optional<Shape> view_strides_of(const Tensor& x, const Shape& sizes) {
   return st;
 }
 
-// view_strides on symbolic sizes and strides, every comparison decided at the trace-time values
-// (SymInt::hint, no guard): the strides are expressions of the sizes. Used by reshape, whose
-// kernel decides view-or-copy again from the real strides on every run.
-std::optional<Shape> view_strides_at_hints(const Shape& old_sz, const Shape& old_st,
-                                           const Shape& new_sz) {
-  Shape new_st(new_sz.size());
-  if (shape_numel(old_sz).hint() == 0) return contiguous_strides(new_sz);
-  if (old_sz.empty()) {
-    for (auto& s : new_st) s = 1;
-    return new_st;
-  }
-  int64_t view_d = static_cast<int64_t>(new_sz.size()) - 1;
-  SymInt chunk_base_stride = old_st.back();
-  SymInt tensor_numel = 1, view_numel = 1;
-  for (int64_t d = static_cast<int64_t>(old_sz.size()) - 1; d >= 0; --d) {
-    tensor_numel = tensor_numel * old_sz[d];
-    if (d == 0 || (old_sz[d - 1].hint() != 1 &&
-                   old_st[d - 1].hint() != (tensor_numel * chunk_base_stride).hint())) {
-      while (view_d >= 0 &&
-             (view_numel.hint() < tensor_numel.hint() || new_sz[view_d].hint() == 1)) {
-        new_st[view_d] = view_numel * chunk_base_stride;
-        view_numel = view_numel * new_sz[view_d];
-        --view_d;
-      }
-      if (view_numel.hint() != tensor_numel.hint()) return std::nullopt;
-      if (d > 0) {
-        chunk_base_stride = old_st[d - 1];
-        tensor_numel = 1;
-        view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return std::nullopt;
-  return new_st;
-}
-
 // reshape: a view when x's real strides allow one, else a row-major copy. The shape rule decides
 // from the strides it sees (real ones in eager and when a graph runs, trace-time ones while
 // tracing); the kernel follows the metadata, so a graph records `reshape` and each run decides
@@ -168,7 +142,7 @@ std::vector<TensorMeta> reshape_rule(TensorList in, const Attrs& a) {
   if (is_concrete(x.sizes()) && is_concrete(x.strides()) && is_concrete(sizes))
     st = view_strides(x.shape(), x.int_strides(), to_ints(sizes));
   else
-    st = view_strides_at_hints(x.sizes(), x.strides(), sizes);
+    st = view_strides(x.sizes(), x.strides(), sizes);
   if (st) return {view_meta(x, sizes, *st, x.storage_offset())};
   TensorMeta m;
   m.strides = contiguous_strides(sizes);

@@ -590,8 +590,10 @@ void check_dropout_stats(const json& c, const Tensor& x) {
 // ---------------------------------------------------------------------------------------------
 
 // The inputs of case `name` (undefined tensors for null inputs) and their bases: fresh copies of
-// the stored bases, so in-place ops never write into the loaded data.
-void make_inputs(const OracleData& data, const std::string& name, Tensors& xs, Tensors& bases) {
+// the stored bases on `device` (so in-place ops never write into the loaded data), with the case's
+// views re-applied.
+void make_inputs(const OracleData& data, const std::string& name, Tensors& xs, Tensors& bases,
+                 Device device = Device::cpu()) {
   const json& ins = data.cases.at(name).at("inputs");
   for (size_t i = 0; i < ins.size(); ++i) {
     if (ins[i].is_null()) {
@@ -599,7 +601,8 @@ void make_inputs(const OracleData& data, const std::string& name, Tensors& xs, T
       bases.emplace_back();
       continue;
     }
-    Tensor base = data.file.tensors.at(name + ".in." + std::to_string(i)).clone();
+    const Tensor& stored = data.file.tensors.at(name + ".in." + std::to_string(i));
+    Tensor base = device.kind() == DeviceKind::cpu ? stored.clone() : stored.to(device);
     bases.push_back(base);
     xs.push_back(apply_views(base, ins[i].at("views")));
   }
@@ -679,22 +682,6 @@ std::string stride_mismatch(const Tensor& got, const Tensor& want, const char* m
   return "";
 }
 
-// The inputs of a case on the lazy device: the stored bases moved there, the views re-applied.
-void make_lazy_inputs(const OracleData& data, const std::string& name, Tensors& xs,
-                      Tensors& bases) {
-  const json& ins = data.cases.at(name).at("inputs");
-  for (size_t i = 0; i < ins.size(); ++i) {
-    if (ins[i].is_null()) {
-      xs.emplace_back();
-      bases.emplace_back();
-      continue;
-    }
-    Tensor base = data.file.tensors.at(name + ".in." + std::to_string(i)).to(Device::lazy());
-    bases.push_back(base);
-    xs.push_back(apply_views(base, ins[i].at("views")));
-  }
-}
-
 class LayoutAgreement : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LayoutAgreement, EagerCompileAndLazyGiveTheSameStrides) {
@@ -744,7 +731,7 @@ TEST_P(LayoutAgreement, EagerCompileAndLazyGiveTheSameStrides) {
   }
 
   Tensors lxs, lbases;
-  make_lazy_inputs(data, name, lxs, lbases);
+  make_inputs(data, name, lxs, lbases, Device::lazy());
   Tensors lazy_out;
   try {
     lazy_out = entry.run(lxs, lbases, attrs);
