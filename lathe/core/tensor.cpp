@@ -1,12 +1,14 @@
 #include "lathe/core/tensor.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
 #include <numeric>
 #include <sstream>
+
+#include "lathe/core/device_registry.h"
+#include "lathe/core/dispatch_mode.h"
 
 namespace lathe {
 
@@ -76,15 +78,6 @@ bool Tensor::is_non_overlapping_and_dense() const {
   return true;
 }
 
-namespace detail {
-static thread_local bool tls_tracing = false;
-bool is_tracing() { return tls_tracing; }
-void set_tracing(bool on) { tls_tracing = on; }
-static thread_local AllocationHook tls_allocation_hook = nullptr;
-void set_allocation_hook(AllocationHook hook) { tls_allocation_hook = hook; }
-AllocationHook allocation_hook() { return tls_allocation_hook; }
-}  // namespace detail
-
 // Reading the values of a fake tensor while tracing: say what to do instead.
 static void check_not_traced(const Tensor& t, const char* what) {
   if (detail::is_tracing() && t.defined() && !t.has_storage())
@@ -94,43 +87,12 @@ static void check_not_traced(const Tensor& t, const char* what) {
                             "data-dependent code out of the compiled function"));
 }
 
-namespace {
-std::atomic<detail::LazySyncHook> lazy_sync_hook{nullptr};
-}  // namespace
-
-void detail::set_lazy_sync_hook(LazySyncHook hook) { lazy_sync_hook.store(hook); }
-
-void detail::lazy_sync() {
-  if (LazySyncHook hook = lazy_sync_hook.load()) hook();
-}
-
-namespace {
-// A handle on `device` over the memory of t (no copy).
-Tensor alias_on(const Tensor& t, Device device) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl().storage;
-  impl->sizes = t.sizes();
-  impl->strides = t.strides();
-  impl->offset = t.storage_offset();
-  impl->dtype = t.dtype();
-  impl->device = device;
-  return Tensor(std::move(impl));
-}
-}  // namespace
-
-Tensor detail::device_buffer(const Tensor& t) {
-  if (t.device().kind() == DeviceKind::cpu) return t;
-  LATHE_CHECK(t.has_storage(), "[device] tensor ", t.shape_string(), " on ", t.device(),
-              " has no data; call lathe::sync() first");
-  return alias_on(t, Device::cpu());
-}
-
-Tensor detail::as_lazy_device_data(const Tensor& t) { return alias_on(t, Device::lazy()); }
-
 void* Tensor::raw_data() const {
   check_not_traced(*this, "raw_data()");
-  if (impl_ && impl_->device.kind() == DeviceKind::lazy)
-    if (detail::LazySyncHook hook = lazy_sync_hook.load()) hook();
+  if (impl_ && !impl_->device.is_cpu())
+    if (const detail::DeviceFunctions* fns = detail::find_device(impl_->device.kind());
+        fns && fns->sync)
+      fns->sync();
   LATHE_CHECK(impl_ && impl_->storage, "[data] tensor ", defined() ? shape_string() : "undefined",
               " has no data (it is fake or lives on the ", defined() ? "lazy" : "?",
               " device); call lathe::sync() or .to(Device::cpu()) first");
@@ -332,7 +294,7 @@ Tensor empty_strided(const Shape& sizes, const Shape& strides, DType dtype) {
   impl->sizes = sizes;
   impl->strides = strides;
   impl->dtype = dtype;
-  if (detail::tls_allocation_hook) detail::tls_allocation_hook(impl.get());
+  if (DispatchMode* mode = current_dispatch_mode()) mode->on_allocation(impl.get());
   return Tensor(std::move(impl));
 }
 

@@ -38,29 +38,6 @@ struct TensorImpl {
   std::shared_ptr<lazy::LazyValue> lazy;
 };
 
-namespace detail {
-// True while the current thread traces a function (lathe::compile); reading tensor data is then
-// an error with advice instead of "no data".
-bool is_tracing();
-void set_tracing(bool on);
-// Called with every tensor that empty_strided (and so every factory) allocates on this thread
-// while set: the tracer tells constants made inside a traced function from captured tensors.
-using AllocationHook = void (*)(const TensorImpl* impl);
-void set_allocation_hook(AllocationHook hook);
-AllocationHook allocation_hook();
-// Set by lathe/lazy when the first lazy tensor is made: runs pending lazy work so a lazy
-// tensor's data can be read (raw_data / item / to_vector call it for lazy tensors).
-using LazySyncHook = void (*)();
-void set_lazy_sync_hook(LazySyncHook hook);
-// Runs the hook (lathe::sync()) when the lazy device is in use; a no-op otherwise.
-void lazy_sync();
-// A CPU tensor viewing the memory of a tensor with data (the buffer of lazy device data); the
-// tensor itself when it is already on the CPU.
-Tensor device_buffer(const Tensor& t);
-// A lazy-device tensor over the memory of a CPU tensor (device data; no copy).
-Tensor as_lazy_device_data(const Tensor& t);
-}  // namespace detail
-
 class Tensor {
  public:
   Tensor() = default;
@@ -141,7 +118,7 @@ class Tensor {
   Tensor to_channels_last() const;
   Tensor clone() const;       // fresh contiguous copy
   Tensor to(DType dt) const;  // self when already dt
-  // Defined in core (core/device_transfer.cpp): moves through the device's registered transfer.
+  // Defined in core (core/device_registry.cpp): moves through the device's registered transfer.
   Tensor to(Device d) const;
   // Copies src (broadcast to this shape, converting dtype) into this tensor in place.
   Tensor& copy_(const Tensor& src);

@@ -1,4 +1,4 @@
-// The lazy device runtime: the dispatch hook that records ops (hashing them as it goes), sync()
+// The lazy device runtime: the dispatch that records ops (hashing them as it goes), sync()
 // that looks the recorded window up by that hash and runs its executable (building and compiling
 // a graph only on a miss), and transfers between the CPU and the device.
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "lathe/backend/backend.h"
-#include "lathe/core/device_transfer.h"
+#include "lathe/core/device_registry.h"
 #include "lathe/ir/graph.h"
 #include "lathe/ir/structural.h"
 #include "lathe/kernels/elementwise.h"
@@ -408,14 +408,6 @@ void sync_locked(LazyContext& c) {
 
 void sync_hook() { lathe::sync(); }
 
-void install() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    set_lazy_dispatch_hook(&record);
-    lathe::detail::set_lazy_sync_hook(&sync_hook);
-  });
-}
-
 }  // namespace
 
 Metrics metrics() {
@@ -491,10 +483,9 @@ namespace {
 
 // Tensor::to(Device) onto or off the lazy device (registered with core below).
 Tensor lazy_transfer(const Tensor& t, Device d) {
-  lazy::install();
   lazy::LazyContext& c = lazy::context();
   if (d.kind() == DeviceKind::lazy) {
-    Tensor moved = detail::as_lazy_device_data(lazy::copy_of(t));
+    Tensor moved = detail::wrap_device_buffer(lazy::copy_of(t), Device::lazy());
     moved.set_requires_grad(t.requires_grad());
     std::lock_guard<std::mutex> lock(c.mu);
     c.metrics.transfers_to_device++;
@@ -511,8 +502,11 @@ Tensor lazy_transfer(const Tensor& t, Device d) {
   return out;
 }
 
+const detail::DeviceFunctions lazy_device_functions{
+    .transfer = &lazy_transfer, .sync = &lazy::sync_hook, .dispatch = &lazy::record};
+
 const bool lazy_device_registered =
-    (detail::register_device_transfer(DeviceKind::lazy, &lazy_transfer), true);
+    (detail::register_device(DeviceKind::lazy, &lazy_device_functions), true);
 
 }  // namespace
 

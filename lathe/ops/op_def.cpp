@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "lathe/core/device_registry.h"
 #include "lathe/ops/register.h"
 
 namespace lathe {
@@ -182,23 +183,14 @@ std::string OpDef::attr_error(const Attrs& attrs) const {
   return {};
 }
 
-static thread_local DispatchHook tls_hook = nullptr;
-
-void set_dispatch_hook(DispatchHook hook) { tls_hook = hook; }
-DispatchHook dispatch_hook() { return tls_hook; }
-
-static std::atomic<DispatchHook> lazy_hook{nullptr};
-
-void set_lazy_dispatch_hook(DispatchHook hook) { lazy_hook.store(hook); }
-
-// Throws unless the defined inputs share one device (0-dim CPU tensors may join lazy ones).
-static void check_lazy_devices(const OpDef& op, TensorList inputs) {
+// Throws unless the defined inputs share `device` (0-dim CPU tensors may join device ones).
+static void check_devices(const OpDef& op, TensorList inputs, Device device) {
   for (const Tensor& t : inputs) {
-    if (!t.defined() || t.device().kind() == DeviceKind::lazy) continue;
-    if (t.dim() == 0) continue;
+    if (!t.defined() || t.device() == device) continue;
+    if (t.dim() == 0 && t.device().is_cpu()) continue;
     throw Error(detail::str("[", op.name, "] inputs are on different devices: ", t.device(),
-                            " and ", Device::lazy(), " (input ", t.shape_string(),
-                            " is on the cpu; move it with .to(Device::lazy())"));
+                            " and ", device, " (input ", t.shape_string(), " is on the ",
+                            t.device(), "; move it with .to(Device::", device, "())"));
   }
 }
 
@@ -208,16 +200,16 @@ std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& at
                 op.num_inputs, " tensor inputs, got ", inputs.size());
   }
   // One byte compare per input keeps eager dispatch as fast as before.
-  bool lazy = false;
-  for (const Tensor& t : inputs) lazy |= t.defined() && t.impl().device.kind() == DeviceKind::lazy;
-  if (lazy) check_lazy_devices(op, inputs);
+  const Tensor* on_device = nullptr;
+  for (const Tensor& t : inputs)
+    if (!on_device && t.defined() && !t.impl().device.is_cpu()) on_device = &t;
+  if (on_device) check_devices(op, inputs, on_device->device());
   std::vector<TensorMeta> metas = op.shape(inputs, attrs);
-  if (tls_hook) return tls_hook(op, inputs, attrs, std::move(metas));
-  if (lazy) {
-    DispatchHook hook = lazy_hook.load();
-    LATHE_CHECK(hook != nullptr, "[", op.name, "] has lazy inputs but no lazy device is set up");
-    return hook(op, inputs, attrs, std::move(metas));
-  }
+  if (DispatchMode* mode = current_dispatch_mode())
+    return mode->dispatch(op, inputs, attrs, std::move(metas));
+  if (on_device)
+    return detail::device_functions(on_device->device().kind(), op.name.c_str())
+        .dispatch(op, inputs, attrs, std::move(metas));
   for (const Tensor& t : inputs) {
     if (t.defined() && !t.has_storage())
       throw Error(detail::str("[", op.name, "] input ", t.shape_string(),

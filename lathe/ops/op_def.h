@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lathe/core/dispatch_mode.h"
 #include "lathe/core/tensor.h"
 #include "lathe/ops/attrs.h"
 
@@ -137,24 +138,15 @@ class OpRegistry {
   std::vector<std::unique_ptr<OpDef>> ops_;
 };
 
-// The one dispatch point: validates with the shape rule and runs the op in the current mode:
-// eager, or recorded by the tracer (thread-local hook) or the lazy device.
+// The one dispatch point: validates with the shape rule and runs the op in the current mode.
+// The top of this thread's dispatch-mode stack (lathe/core/dispatch_mode.h; the tracer) comes
+// first; else an op with an input on a device other than the CPU runs through that device's
+// registered dispatch (lathe/core/device_registry.h; the lazy device records it); else the
+// eager kernel runs. Inputs must share one device ("[add] inputs are on different devices: cpu
+// and lazy"), except that a 0-dim CPU tensor may join device tensors (as PyTorch allows CPU
+// scalars with device tensors).
 std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs);
 // Convenience for single-output ops.
 Tensor dispatch1(const OpDef& op, TensorList inputs, const Attrs& attrs);
-
-// Interceptor for non-eager modes: when set for the current thread, dispatch calls it instead
-// of the eager kernel (after running the shape rule).
-using DispatchHook = std::vector<Tensor> (*)(const OpDef&, TensorList, const Attrs&,
-                                             std::vector<TensorMeta>&&);
-void set_dispatch_hook(DispatchHook hook);
-DispatchHook dispatch_hook();
-
-// Process-wide handler for ops with an input on the lazy device (installed by lathe/lazy before
-// the first lazy tensor exists). Dispatch checks the inputs' devices first: mixing devices is an
-// error ("[add] inputs are on different devices: cpu and lazy"), except that a 0-dim CPU tensor
-// may join lazy tensors (as PyTorch allows CPU scalars with device tensors). A thread-local hook
-// (tracing) still comes first.
-void set_lazy_dispatch_hook(DispatchHook hook);
 
 }  // namespace lathe

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iostream>
 
+#include "lathe/core/device_registry.h"
+#include "lathe/core/dispatch_mode.h"
 #include "lathe/ir/passes.h"
 #include "lathe/nn/module.h"
 #include "lathe/sym/sym_error.h"
@@ -45,14 +47,15 @@ size_t first_same(const std::vector<Arg>& args, size_t i) {
   return i;
 }
 
-bool on_lazy(const Tensor& t) { return t.defined() && t.device().kind() == DeviceKind::lazy; }
+// On a device other than the CPU (its data is reached through the device registry).
+bool on_lazy(const Tensor& t) { return t.defined() && !t.device().is_cpu(); }
 
 // Pending lazy arguments are computed first: guards and the executable read their data.
 void sync_pending_lazy(const std::vector<Arg>& args) {
   for (const Arg& a : args) {
     const Tensor* t = std::get_if<Tensor>(&a);
     if (t && on_lazy(*t) && !t->has_storage()) {
-      lazy_sync();
+      sync_devices();
       return;
     }
   }
@@ -115,7 +118,7 @@ std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
       inputs.push_back(b);
     } else {
       // The capture was written lazily since the trace (pending) or holds a new buffer.
-      if (!c.has_storage()) lazy_sync();
+      if (!c.has_storage()) sync_devices();
       inputs.push_back(device_buffer(c));
     }
   }
@@ -129,8 +132,8 @@ std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
   for (const SymbolBinding& b : bindings)
     syms[b.symbol] = *tensor_at(args, b.arg).sizes()[b.dim].maybe_int();
   std::vector<Tensor> outs = executable->run(inputs, backend::SymbolValues(syms, num_symbols));
-  for (size_t i = 0; i < outs.size() && i < output_lazy.size(); ++i)
-    if (output_lazy[i]) outs[i] = as_lazy_device_data(outs[i]);
+  for (size_t i = 0; i < outs.size() && i < output_device.size(); ++i)
+    if (!output_device[i].is_cpu()) outs[i] = wrap_device_buffer(outs[i], output_device[i]);
   std::vector<Tensor> result;
   result.reserve(outputs.size());
   for (const OutputSpec& o : outputs) {
@@ -391,7 +394,7 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
       entry.written_captures.push_back(static_cast<int>(k));
     entry.on_lazy_device |= on_lazy(entry.captured[k]);
   }
-  for (uint8_t lazy : entry.output_lazy) entry.on_lazy_device |= lazy != 0;
+  for (Device d : entry.output_device) entry.on_lazy_device |= !d.is_cpu();
 }
 
 }  // namespace
@@ -399,7 +402,7 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
 std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
                                                 bool allow_auto_dynamic) {
   // Captured lazy tensors (parameters on the device) must hold their data to be lifted.
-  lazy_sync();
+  sync_devices();
   auto entry = std::make_unique<CacheEntry>();
   entry->env = std::make_unique<sym::ShapeEnv>();
   std::unordered_map<const TensorImpl*, std::string> names;
@@ -466,8 +469,7 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
     }
     entry->outputs.push_back(spec);
   }
-  for (const ir::Value* v : graph_outputs)
-    entry->output_lazy.push_back(v->type().device.kind() == DeviceKind::lazy);
+  for (const ir::Value* v : graph_outputs) entry->output_device.push_back(v->type().device);
   graph.set_outputs(graph_outputs);
   ir::dead_code_elimination(graph);
   resolve_symbols(graph, *entry->env);

@@ -35,9 +35,9 @@ struct CacheEntry {
   // Per capture slot: the CPU view of a lazy capture's device buffer, made once at trace time
   // (used while the capture still holds that buffer); the capture itself for CPU tensors.
   std::vector<Tensor> captured_buffers;
-  // Per graph output: true when the traced value lives on the lazy device, so the executable's
-  // buffer is handed back as lazy device data.
-  std::vector<uint8_t> output_lazy;
+  // Per graph output: the device the traced value lives on; the executable's buffer of an output
+  // on a device other than the CPU is handed back as that device's data.
+  std::vector<Device> output_device;
   // Per capture slot: the parameter or buffer slot of a guarded module that holds the capture.
   // Calls read the slot (the guards let it hold a new tensor of the traced type, as after
   // `w = w - lr * g`); null for other captures, used as they are.

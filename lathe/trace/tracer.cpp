@@ -6,18 +6,6 @@
 
 namespace lathe::detail {
 
-namespace {
-thread_local Tracer* tls_tracer = nullptr;
-
-std::vector<Tensor> trace_hook(const OpDef& op, TensorList inputs, const Attrs& attrs,
-                               std::vector<TensorMeta>&& metas) {
-  return tls_tracer->record(op, inputs, attrs, std::move(metas));
-}
-
-void trace_allocation_hook(const TensorImpl* impl) { tls_tracer->note_allocation(impl); }
-
-}  // namespace
-
 Layout layout_of(const Tensor& t) {
   if (t.is_contiguous()) return Layout::kContiguous;
   if (t.dim() == 4 && t.is_channels_last()) return Layout::kChannelsLast;
@@ -67,24 +55,6 @@ Tracer::Tracer(sym::ShapeEnv& env, ir::Graph& graph,
     : env_(env), graph_(graph), names_(names) {}
 
 Tracer::~Tracer() = default;
-
-Tracer::Scope::Scope(Tracer& t)
-    : prev_(tls_tracer),
-      prev_hook_(dispatch_hook()),
-      prev_tracing_(is_tracing()),
-      prev_alloc_hook_(allocation_hook()) {
-  tls_tracer = &t;
-  set_dispatch_hook(trace_hook);
-  set_tracing(true);
-  set_allocation_hook(trace_allocation_hook);
-}
-
-Tracer::Scope::~Scope() {
-  tls_tracer = prev_;
-  set_dispatch_hook(prev_hook_);
-  set_tracing(prev_tracing_);
-  set_allocation_hook(prev_alloc_hook_);
-}
 
 Tensor Tracer::make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,
                          bool requires_grad) {

@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "lathe/core/dispatch_mode.h"
 #include "lathe/core/tensor.h"
 #include "lathe/ir/graph.h"
 #include "lathe/ops/op_def.h"
@@ -46,12 +47,13 @@ struct SymbolBinding {
   int32_t dim = 0;
 };
 
-class Tracer {
+// The tracer is the dispatch mode lathe::compile pushes (see Scope): ops are recorded, not run.
+class Tracer : public DispatchMode {
  public:
   // `names` maps parameter and buffer tensors to their module paths (may be null).
   Tracer(sym::ShapeEnv& env, ir::Graph& graph,
          const std::unordered_map<const TensorImpl*, std::string>* names);
-  ~Tracer();
+  ~Tracer() override;
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
@@ -59,19 +61,13 @@ class Tracer {
   // per `dims`. The same real tensor passed twice gets the same fake and graph input.
   Tensor add_argument(const Tensor& real, int arg, const std::vector<DimChoice>& dims);
 
-  // Installs the dispatch hook on this thread until the returned scope ends.
+  // Pushes the tracer on this thread's dispatch-mode stack until the scope ends.
   class Scope {
    public:
-    explicit Scope(Tracer& t);
-    ~Scope();
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
+    explicit Scope(Tracer& t) : guard_(&t) {}
 
    private:
-    Tracer* prev_;
-    DispatchHook prev_hook_;
-    bool prev_tracing_;
-    AllocationHook prev_alloc_hook_;
+    ModeGuard guard_;
   };
 
   // The graph value of a tensor met while tracing: a fake of this trace, or a concrete tensor
@@ -100,6 +96,14 @@ class Tracer {
                              std::vector<TensorMeta>&& metas);
   // A factory allocated this tensor while the trace runs.
   void note_allocation(const TensorImpl* impl) { allocated_.insert(impl); }
+
+  // DispatchMode: every op dispatched under the scope is recorded; factories are noted.
+  std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                               std::vector<TensorMeta>&& metas) override {
+    return record(op, inputs, attrs, std::move(metas));
+  }
+  void on_allocation(const TensorImpl* impl) override { note_allocation(impl); }
+  bool is_tracing() const override { return true; }
 
  private:
   Tensor make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,

@@ -4,6 +4,7 @@
 // over the oracle table is Torch/LayoutAgreement in tests/oracle/test_ops_oracle.cpp.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <sstream>
 
 #include "lathe/lazy/lazy.h"
@@ -49,19 +50,18 @@ OpLayout layout_of(const OpDef& op, const std::vector<Tensor>& outs) {
 // Eager: the top-level op calls (nested dispatches inside kernels are not recorded).
 thread_local std::vector<OpLayout>* tls_eager_log = nullptr;
 
-std::vector<Tensor> run_and_log(const OpDef& op, TensorList inputs, const Attrs& attrs,
-                                std::vector<TensorMeta>&& metas) {
-  struct Restore {
-    DispatchHook hook = dispatch_hook();
-    ~Restore() { set_dispatch_hook(hook); }
-  } restore;
-  set_dispatch_hook(nullptr);
-  std::vector<Tensor> out = op.kernel(inputs, attrs, metas);
-  for (int i : op.mutated_inputs)
-    if (i < static_cast<int>(inputs.size()) && inputs[i].defined()) inputs[i].bump_version();
-  tls_eager_log->push_back(layout_of(op, out));
-  return out;
-}
+class LogMode : public DispatchMode {
+ public:
+  std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                               std::vector<TensorMeta>&& metas) override {
+    ModeGuard eager(nullptr);
+    std::vector<Tensor> out = op.kernel(inputs, attrs, metas);
+    for (int i : op.mutated_inputs)
+      if (i < static_cast<int>(inputs.size()) && inputs[i].defined()) inputs[i].bump_version();
+    tls_eager_log->push_back(layout_of(op, out));
+    return out;
+  }
+};
 
 class LayoutAgreementModel : public ::testing::TestWithParam<std::string> {};
 
@@ -75,9 +75,10 @@ TEST_P(LayoutAgreementModel, EagerCompileAndLazyAgree) {
 
   std::vector<OpLayout> eager_ops;
   tls_eager_log = &eager_ops;
-  set_dispatch_hook(&run_and_log);
+  LogMode log_mode;
+  std::optional<ModeGuard> logging(&log_mode);
   const std::vector<Tensor> eager = spec->forward(inputs);
-  set_dispatch_hook(nullptr);
+  logging.reset();
   tls_eager_log = nullptr;
   ASSERT_GT(eager_ops.size(), 5u);
 

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -792,22 +793,21 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
 // since the case compares only the outer op's result).
 thread_local std::set<std::string>* tls_dispatched = nullptr;
 
-std::vector<Tensor> record_and_run(const OpDef& op, TensorList inputs, const Attrs& attrs,
-                                   std::vector<TensorMeta>&& metas) {
-  tls_dispatched->insert(op.name);
-  struct Restore {
-    DispatchHook hook = dispatch_hook();
-    ~Restore() { set_dispatch_hook(hook); }
-  } restore;
-  set_dispatch_hook(nullptr);  // nested dispatches run eagerly, unrecorded
-  std::vector<Tensor> out = op.kernel(inputs, attrs, metas);
-  for (int i : op.mutated_inputs)
-    if (i < static_cast<int>(inputs.size()) && inputs[i].defined()) inputs[i].bump_version();
-  return out;
-}
+class RecordAndRunMode : public DispatchMode {
+ public:
+  std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                               std::vector<TensorMeta>&& metas) override {
+    tls_dispatched->insert(op.name);
+    ModeGuard eager(nullptr);  // nested dispatches run eagerly, unrecorded
+    std::vector<Tensor> out = op.kernel(inputs, attrs, metas);
+    for (int i : op.mutated_inputs)
+      if (i < static_cast<int>(inputs.size()) && inputs[i].defined()) inputs[i].bump_version();
+    return out;
+  }
+};
 
 // Registry -> oracle: every op in OpRegistry is dispatched by at least one oracle case (run here
-// with a recording dispatch hook), so an op registered without PyTorch cases fails this test.
+// with a recording dispatch mode), so an op registered without PyTorch cases fails this test.
 TEST(OpOracleCoverage, EveryRegisteredOpHasCases) {
   const OracleData& data = oracle_data();
   if (!data.available) {
@@ -822,7 +822,8 @@ TEST(OpOracleCoverage, EveryRegisteredOpHasCases) {
     Tensors xs, bases;
     make_inputs(data, name, xs, bases);
     tls_dispatched = &dispatched;
-    set_dispatch_hook(&record_and_run);
+    RecordAndRunMode mode;
+    std::optional<ModeGuard> recording(&mode);
     try {
       if (op == "dropout_stats") {
         lathe::dropout(xs.at(0), c.at("attrs").at("p").get<double>(), true);
@@ -832,7 +833,7 @@ TEST(OpOracleCoverage, EveryRegisteredOpHasCases) {
     } catch (const std::exception&) {
       // The case itself reports the failure (OpOracle.MatchesTorch); the ops it reached count.
     }
-    set_dispatch_hook(nullptr);
+    recording.reset();
     tls_dispatched = nullptr;
     for (const std::string& d : dispatched) cases_of[d].push_back(name);
   }

@@ -1,0 +1,53 @@
+// The dispatch-mode stack: a thread-local stack of modes that take over op dispatch (the tracer
+// records ops instead of running them). lathe::dispatch asks the top mode; with none, ops run
+// eagerly (or on their device, see device_registry.h). Modes nest through RAII guards.
+#pragma once
+
+#include <span>
+#include <vector>
+
+namespace lathe {
+
+class Attrs;        // lathe/ops
+struct OpDef;       // lathe/ops
+struct TensorMeta;  // lathe/ops
+class Tensor;
+struct TensorImpl;
+
+// A mode that intercepts every op dispatched on its thread while it is the top of the stack.
+class DispatchMode {
+ public:
+  virtual ~DispatchMode() = default;
+  // Runs or records `op` in place of its eager kernel; `metas` are the shape rule's outputs.
+  virtual std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs,
+                                       const Attrs& attrs, std::vector<TensorMeta>&& metas) = 0;
+  // Called with every tensor a factory allocates on this thread (the tracer tells constants made
+  // inside a traced function from captured tensors).
+  virtual void on_allocation(const TensorImpl* /*impl*/) {}
+  // True when tensors met under this mode are fake: reading their data is then an error with
+  // advice instead of "no data".
+  virtual bool is_tracing() const { return false; }
+};
+
+// The top of this thread's mode stack; nullptr when ops run eagerly.
+DispatchMode* current_dispatch_mode();
+
+// Pushes a mode for this thread until the guard ends (also when an exception unwinds it).
+// A null mode pushes eager dispatch: ops run their kernels, hidden from the modes below.
+class ModeGuard {
+ public:
+  explicit ModeGuard(DispatchMode* mode);
+  ~ModeGuard();
+  ModeGuard(const ModeGuard&) = delete;
+  ModeGuard& operator=(const ModeGuard&) = delete;
+
+ private:
+  DispatchMode* prev_;
+};
+
+namespace detail {
+// True while the top mode of this thread traces (lathe::compile).
+bool is_tracing();
+}  // namespace detail
+
+}  // namespace lathe
