@@ -609,14 +609,21 @@ void make_inputs(const OracleData& data, const std::string& name, Tensors& xs, T
   }
 }
 
+// Skips (outside CI) or fails (in CI) a test when the oracle file could not be made; a macro
+// because GTEST_SKIP and FAIL return from the test body.
+#define REQUIRE_ORACLE(data)                                              \
+  do {                                                                    \
+    if (!(data).available) {                                              \
+      if ((data).skip && !running_in_ci()) GTEST_SKIP() << (data).reason; \
+      FAIL() << (data).reason;                                            \
+    }                                                                     \
+  } while (0)
+
 class OpOracle : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OpOracle, MatchesTorch) {
   const OracleData& data = oracle_data();
-  if (!data.available) {
-    if (data.skip && !running_in_ci()) GTEST_SKIP() << data.reason;
-    FAIL() << data.reason;
-  }
+  REQUIRE_ORACLE(data);
   const std::string& name = GetParam();
   const json& c = data.cases.at(name);
   const std::string op = c.at("op").get<std::string>();
@@ -687,10 +694,7 @@ class LayoutAgreement : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LayoutAgreement, EagerCompileAndLazyGiveTheSameStrides) {
   const OracleData& data = oracle_data();
-  if (!data.available) {
-    if (data.skip && !running_in_ci()) GTEST_SKIP() << data.reason;
-    FAIL() << data.reason;
-  }
+  REQUIRE_ORACLE(data);
   const std::string& name = GetParam();
   const json& c = data.cases.at(name);
   const std::string op = c.at("op").get<std::string>();
@@ -763,10 +767,7 @@ INSTANTIATE_TEST_SUITE_P(Torch, LayoutAgreement, ::testing::ValuesIn(case_names(
 // without cases (or dropped from the generator) shows up.
 TEST(OpOracleCoverage, EveryTableOpHasCases) {
   const OracleData& data = oracle_data();
-  if (!data.available) {
-    if (data.skip && !running_in_ci()) GTEST_SKIP() << data.reason;
-    FAIL() << data.reason;
-  }
+  REQUIRE_ORACLE(data);
   std::map<std::string, int> counts;
   for (const auto& [name, c] : data.cases) counts[c.at("op").get<std::string>()]++;
   for (const auto& [op, entry] : op_table()) EXPECT_GT(counts[op], 0) << "no cases for " << op;
@@ -810,10 +811,7 @@ class RecordAndRunMode : public DispatchMode {
 // with a recording dispatch mode), so an op registered without PyTorch cases fails this test.
 TEST(OpOracleCoverage, EveryRegisteredOpHasCases) {
   const OracleData& data = oracle_data();
-  if (!data.available) {
-    if (data.skip && !running_in_ci()) GTEST_SKIP() << data.reason;
-    FAIL() << data.reason;
-  }
+  REQUIRE_ORACLE(data);
   std::map<std::string, std::vector<std::string>> cases_of;  // registry op -> case names
   for (const std::string& name : data.order) {
     const json& c = data.cases.at(name);
