@@ -10,6 +10,7 @@
 #include "lathe/backend/backend.h"
 #include "lathe/core/device_registry.h"
 #include "lathe/ir/graph.h"
+#include "lathe/ir/graph_recorder.h"
 #include "lathe/ir/structural.h"
 #include "lathe/kernels/elementwise.h"
 #include "lathe/lazy/executable_cache.h"
@@ -73,37 +74,6 @@ Tensor copy_of(const Tensor& t) {
   return out;
 }
 
-// The value an op input stands for (under the lock).
-std::shared_ptr<LazyValue> value_of(LazyContext& c, const Tensor& t) {
-  if (!t.defined()) return nullptr;
-  TensorImpl& impl = t.impl();
-  if (impl.device.kind() != DeviceKind::lazy) {
-    // A 0-dim CPU tensor joining lazy ones: copied to the device now, as eager would read it now.
-    c.metrics.transfers_to_device++;
-    c.metrics.bytes_to_device += static_cast<int64_t>(t.nbytes());
-    return device_data(copy_of(t));
-  }
-  if (!impl.lazy)
-    impl.lazy = device_data(lathe::detail::device_buffer(t));  // device data, first use as input
-  return impl.lazy;
-}
-
-// A pending tensor shows the layout its kernel will give it: the view's or the rule's strides,
-// else eager's layout rule on the op's inputs.
-Tensor pending_tensor(LazyContext& c, std::shared_ptr<LazyValue> v, const TensorMeta& m,
-                      TensorList inputs) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = m.sizes;
-  impl->strides =
-      m.is_view || m.strides.size() == m.sizes.size() ? m.strides : output_strides(m.sizes, inputs);
-  impl->offset = m.is_view ? m.offset : 0;
-  impl->dtype = m.dtype;
-  impl->device = Device::lazy();
-  impl->lazy = std::move(v);
-  c.pending.push_back(impl);
-  return Tensor(std::move(impl));
-}
-
 // Where a value comes from, for the hash: a device data slot of this window (assigned, and its
 // type hashed, at first use), or an output of a node of this window; a written value is its base
 // after the write of a node.
@@ -137,17 +107,100 @@ uint64_t source_code(LazyContext& c, const LazyValue* v) {
 }
 
 // Adds one recorded op to the window's hash chain.
-void hash_node(LazyContext& c, const LazyNode& n) {
+void hash_node(LazyContext& c, const LazyNode& n, const std::vector<TensorMeta>& outputs) {
   ir::StructuralHasher& h = c.chain;
   h.add(reinterpret_cast<uintptr_t>(n.op));
   if (!n.attrs.items().empty()) h.add(n.attrs);
   h.add(n.inputs.size());
   for (const auto& in : n.inputs) h.add(source_code(c, in.get()));
-  for (const TensorMeta& m : n.outputs) {
+  for (const TensorMeta& m : outputs) {
     h.add(static_cast<uint64_t>(m.dtype) | (uint64_t{m.is_view} << 8));
     h.add(m.sizes);
   }
 }
+
+// The shared recorder over lazy values (under the lock): the value map is each tensor's
+// LazyValue, device data are lifted at their first use, and every node is hashed into the
+// window's chain as it is added. Results are pending tensors, held weakly by the context.
+class LazyRecorder final
+    : public ir::GraphRecorder<std::shared_ptr<LazyValue>, std::shared_ptr<LazyNode>> {
+ public:
+  explicit LazyRecorder(LazyContext& c) : c_(c) {}
+
+ protected:
+  std::shared_ptr<LazyValue> find(const Tensor& t) const override {
+    const TensorImpl& impl = t.impl();
+    if (impl.device.kind() != DeviceKind::lazy) return nullptr;
+    return impl.lazy;
+  }
+  void bind(const Tensor& t, std::shared_ptr<LazyValue> v) override {
+    t.impl().lazy = std::move(v);
+  }
+  std::shared_ptr<LazyValue> lift(const Tensor& t) override {
+    if (t.device().kind() != DeviceKind::lazy) {
+      // A 0-dim CPU tensor joining lazy ones: copied to the device now, as eager would read it
+      // now (and not bound: the CPU tensor stays a CPU tensor).
+      c_.metrics.transfers_to_device++;
+      c_.metrics.bytes_to_device += static_cast<int64_t>(t.nbytes());
+      return device_data(copy_of(t));
+    }
+    auto v = device_data(lathe::detail::device_buffer(t));  // device data, first use as input
+    bind(t, v);
+    return v;
+  }
+  std::shared_ptr<LazyNode> add_node(const OpDef& op,
+                                     const std::vector<std::shared_ptr<LazyValue>>& inputs,
+                                     const Attrs& attrs,
+                                     const std::vector<TensorMeta>& outputs) override {
+    auto node = std::make_shared<LazyNode>();
+    node->op = &op;
+    node->attrs = attrs;
+    node->inputs = inputs;
+    node->seq = c_.next_seq++;
+    hash_node(c_, *node, outputs);
+    node->window = c_.window;
+    node->pos = static_cast<int>(c_.window_ops.size());
+    c_.window_ops.push_back(&op);
+    if (op.mutates_any(attrs)) c_.effects.push_back(node);
+    return node;
+  }
+  std::shared_ptr<LazyValue> output_value(std::shared_ptr<LazyNode> node, int output) override {
+    auto v = std::make_shared<LazyValue>();
+    v->kind = LazyValue::Kind::output;
+    v->node = std::move(node);
+    v->index = output;
+    return v;
+  }
+  // A pending tensor shows the layout its kernel will give it (the recorder's output strides).
+  Tensor make_tensor(const TensorMeta& m) override {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->sizes = m.sizes;
+    impl->strides = m.strides;
+    impl->offset = m.offset;
+    impl->dtype = m.dtype;
+    impl->device = Device::lazy();
+    c_.pending.push_back(impl);
+    return Tensor(std::move(impl));
+  }
+  // A written tensor stands for its buffer after the node's write; its data go until sync.
+  void rebind_written(const Tensor& t, std::shared_ptr<LazyNode> node, int /*input*/,
+                      const std::shared_ptr<LazyValue>& before, int /*returned_as*/) override {
+    auto w = std::make_shared<LazyValue>();
+    w->kind = LazyValue::Kind::written;
+    w->node = std::move(node);
+    w->base = before->kind == LazyValue::Kind::written ? before->base : before;
+    TensorImpl& impl = t.impl();
+    impl.lazy = std::move(w);
+    impl.storage = nullptr;  // the buffer lives on in the graph input; sync gives it back
+    c_.pending.push_back(t.impl_ptr());
+  }
+  void finish_node(std::shared_ptr<LazyNode> node, std::vector<TensorMeta>&& outputs) override {
+    node->outputs = std::move(outputs);
+  }
+
+ private:
+  LazyContext& c_;
+};
 
 std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
                            std::vector<TensorMeta>&& metas) {
@@ -160,45 +213,7 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   }
   LazyContext& c = context();
   std::lock_guard<std::mutex> lock(c.mu);
-  auto node = std::make_shared<LazyNode>();
-  node->op = &op;
-  node->attrs = attrs;
-  node->inputs.reserve(inputs.size());
-  for (const Tensor& t : inputs) node->inputs.push_back(value_of(c, t));
-  node->seq = c.next_seq++;
-  node->outputs = std::move(metas);
-  hash_node(c, *node);
-  node->window = c.window;
-  node->pos = static_cast<int>(c.window_ops.size());
-  c.window_ops.push_back(&op);
-  const bool writes_self =
-      op.mutates(attrs, 0) && node->outputs.size() == 1 && node->outputs[0].is_view;
-  std::vector<Tensor> out;
-  if (!writes_self) {
-    out.reserve(node->outputs.size());
-    for (size_t i = 0; i < node->outputs.size(); ++i) {
-      auto v = std::make_shared<LazyValue>();
-      v->kind = LazyValue::Kind::output;
-      v->node = node;
-      v->index = static_cast<int>(i);
-      out.push_back(pending_tensor(c, std::move(v), node->outputs[i], inputs));
-    }
-  }
-  for (int i : op.mutated_inputs) {
-    if (i >= static_cast<int>(inputs.size()) || !inputs[i].defined() || !op.mutates(attrs, i))
-      continue;
-    TensorImpl& impl = inputs[i].impl();
-    const std::shared_ptr<LazyValue>& in = node->inputs[i];
-    auto w = std::make_shared<LazyValue>();
-    w->kind = LazyValue::Kind::written;
-    w->node = node;
-    w->base = in->kind == LazyValue::Kind::written ? in->base : in;
-    impl.lazy = std::move(w);
-    impl.storage = nullptr;  // the buffer lives on in the graph input; sync gives it back
-    c.pending.push_back(inputs[i].impl_ptr());
-  }
-  if (op.mutates_any(attrs)) c.effects.push_back(node);
-  if (writes_self) out.push_back(inputs[0]);
+  std::vector<Tensor> out = LazyRecorder(c).record(op, inputs, attrs, std::move(metas));
   if (c.record_observer) c.record_observer(op, out);
   c.metrics.ops_traced++;
   c.metrics.trace_s += seconds_since(t0);

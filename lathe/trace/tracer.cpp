@@ -138,8 +138,7 @@ ir::Value* Tracer::find(const Tensor& t) const {
   return it == values_.end() ? nullptr : it->second;
 }
 
-ir::Value* Tracer::value_of(const Tensor& t) {
-  if (ir::Value* v = find(t)) return v;
+ir::Value* Tracer::lift(const Tensor& t) {
   if (!t.has_storage())
     throw Error(str("[trace] tensor ", t.shape_string(),
                     " has no data and does not belong to this trace (a traced tensor kept from "
@@ -174,48 +173,24 @@ int Tracer::root_input(const ir::Value* v) const {
   return it == roots_.end() ? -1 : it->second;
 }
 
-std::vector<Tensor> Tracer::record(const OpDef& op, TensorList inputs, const Attrs& attrs,
-                                   std::vector<TensorMeta>&& metas) {
-  std::vector<ir::Value*> ins(inputs.size(), nullptr);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].defined()) ins[i] = value_of(inputs[i]);
-  // Views and rules that fix the layout (clone, dnnl ops) give strides; the rest get eager's
-  // layout rule (output_strides). Value types record them.
-  std::vector<Shape> strides(metas.size());
+ir::Node* Tracer::add_node(const OpDef& op, const std::vector<ir::Value*>& inputs,
+                           const Attrs& attrs, const std::vector<TensorMeta>& outputs) {
   std::vector<ir::ValueType> types;
-  types.reserve(metas.size());
-  for (size_t i = 0; i < metas.size(); ++i) {
-    const TensorMeta& m = metas[i];
-    strides[i] = m.is_view || m.strides.size() == m.sizes.size() ? m.strides
-                                                                 : output_strides(m.sizes, inputs);
-    types.push_back({m.dtype, m.device, m.sizes, strides[i]});
-  }
-  for (int i : op.mutated_inputs) {
-    if (i >= static_cast<int>(ins.size()) || !ins[i] || !op.mutates(attrs, i)) continue;
-    if (int r = root_input(ins[i]); r >= 0) written_[r] = 1;
-  }
-  const int root0 = ins.empty() || !ins[0] ? -1 : root_input(ins[0]);
-  ir::Node* node = graph_.add_node(op, std::move(ins), attrs, std::move(types));
+  types.reserve(outputs.size());
+  for (const TensorMeta& m : outputs) types.push_back({m.dtype, m.device, m.sizes, m.strides});
+  return graph_.add_node(op, inputs, attrs, std::move(types));
+}
+
+void Tracer::note_view(ir::Node* node, int output, ir::Value* const& base) {
   // Views (and in-place results) alias input 0: they keep its root.
-  for (size_t i = 0; i < metas.size() && root0 >= 0; ++i)
-    if (metas[i].is_view) roots_[node->output(i)] = root0;
-  const bool writes_input0 = op.mutates(attrs, 0);
-  std::vector<Tensor> out;
-  out.reserve(metas.size());
-  for (size_t i = 0; i < metas.size(); ++i) {
-    const TensorMeta& m = metas[i];
-    if (i == 0 && m.is_view && writes_input0 && !inputs.empty()) {
-      // In-place op: eager returns the input itself. Later reads of it see the new value.
-      out.push_back(inputs[0]);
-      bind(inputs[0], node->output(0));
-      continue;
-    }
-    Tensor fake = make_fake(m.sizes, std::move(strides[i]), m.is_view ? m.offset : 0, m.dtype,
-                            m.device, false);
-    bind(fake, node->output(i));
-    out.push_back(std::move(fake));
-  }
-  return out;
+  if (int r = root_input(base); r >= 0) roots_[node->output(output)] = r;
+}
+
+void Tracer::rebind_written(const Tensor& t, ir::Node* node, int /*input*/,
+                            ir::Value* const& before, int returned_as) {
+  if (int r = root_input(before); r >= 0) written_[r] = 1;
+  // In-place op: eager returns the input itself. Later reads of it see the new value.
+  if (returned_as >= 0) bind(t, node->output(returned_as));
 }
 
 }  // namespace lathe::detail

@@ -12,6 +12,7 @@
 #include "lathe/core/dispatch_mode.h"
 #include "lathe/core/tensor.h"
 #include "lathe/ir/graph.h"
+#include "lathe/ir/graph_recorder.h"
 #include "lathe/ops/op_def.h"
 #include "lathe/sym/shape_env.h"
 
@@ -47,8 +48,10 @@ struct SymbolBinding {
   int32_t dim = 0;
 };
 
-// The tracer is the dispatch mode lathe::compile pushes (see Scope): ops are recorded, not run.
-class Tracer : public DispatchMode {
+// The tracer is the dispatch mode lathe::compile pushes (see Scope): ops are recorded, not run,
+// by the shared ir::GraphRecorder into an ir::Graph; the tracer adds size symbols, the fakes and
+// the bookkeeping guards need (graph inputs, captured tensors, written inputs).
+class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Node*> {
  public:
   // `names` maps parameter and buffer tensors to their module paths (may be null).
   Tracer(sym::ShapeEnv& env, ir::Graph& graph,
@@ -70,11 +73,9 @@ class Tracer : public DispatchMode {
     ModeGuard guard_;
   };
 
-  // The graph value of a tensor met while tracing: a fake of this trace, or a concrete tensor
-  // lifted as a captured graph input (by reference).
-  ir::Value* value_of(const Tensor& t);
-  // The value a tensor maps to, or null (no lifting).
-  ir::Value* find(const Tensor& t) const;
+  // The graph value of a tensor met while tracing (GraphRecorder::value_of): a fake of this
+  // trace, or a concrete tensor lifted as a captured graph input (by reference).
+  using GraphRecorder::value_of;
 
   // Concrete tensors lifted as graph inputs, in capture-slot order (after the arguments).
   const std::vector<Tensor>& captured() const { return captured_; }
@@ -92,23 +93,35 @@ class Tracer : public DispatchMode {
   // function, such as zeros({3}) in its body), not one that existed before.
   bool made_while_tracing(size_t k) const { return made_[k] != 0; }
 
-  std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
-                             std::vector<TensorMeta>&& metas);
   // A factory allocated this tensor while the trace runs.
   void note_allocation(const TensorImpl* impl) { allocated_.insert(impl); }
 
   // DispatchMode: every op dispatched under the scope is recorded; factories are noted.
   std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs,
                                std::vector<TensorMeta>&& metas) override {
-    return record(op, inputs, attrs, std::move(metas));
+    return GraphRecorder::record(op, inputs, attrs, std::move(metas));
   }
   void on_allocation(const TensorImpl* impl) override { note_allocation(impl); }
   bool is_tracing() const override { return true; }
 
+ protected:
+  // GraphRecorder: the value map is values_; captured tensors are lifted as graph inputs.
+  ir::Value* find(const Tensor& t) const override;
+  void bind(const Tensor& t, ir::Value* v) override { values_[t.impl_ptr().get()] = v; }
+  ir::Value* lift(const Tensor& t) override;
+  ir::Node* add_node(const OpDef& op, const std::vector<ir::Value*>& inputs, const Attrs& attrs,
+                     const std::vector<TensorMeta>& outputs) override;
+  ir::Value* output_value(ir::Node* node, int output) override { return node->output(output); }
+  Tensor make_tensor(const TensorMeta& m) override {
+    return make_fake(m.sizes, m.strides, m.offset, m.dtype, m.device, false);
+  }
+  void note_view(ir::Node* node, int output, ir::Value* const& base) override;
+  void rebind_written(const Tensor& t, ir::Node* node, int input, ir::Value* const& before,
+                      int returned_as) override;
+
  private:
   Tensor make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,
                    bool requires_grad);
-  void bind(const Tensor& t, ir::Value* v) { values_[t.impl_ptr().get()] = v; }
   void add_root(const ir::Value* input);  // before input_origin_ grows
 
   sym::ShapeEnv& env_;
