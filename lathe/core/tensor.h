@@ -15,12 +15,15 @@
 
 namespace lathe {
 
-// Per-dim compile hints (mark_dynamic / mark_static), defined by lathe/trace.
-struct DimHints;
 class Tensor;
-namespace lazy {
-struct LazyValue;  // lathe/lazy: what a tensor on the lazy device will hold after sync()
-}
+
+// State a layer above core keeps on a tensor. Core stores it without knowing its type: the layer
+// subclasses TensorExtension and owns one slot (lathe/trace: the mark_dynamic / mark_static
+// hints; lathe/lazy: the pending value of a lazy tensor).
+struct TensorExtension {
+  virtual ~TensorExtension() = default;
+};
+enum class TensorSlot : uint8_t { compile_hints, device_value, count };
 
 // The state behind a Tensor handle. Fake tensors (tracing) have sizes but no storage.
 struct TensorImpl {
@@ -31,11 +34,15 @@ struct TensorImpl {
   DType dtype = DType::f32;
   Device device;
   bool requires_grad = false;
-  // Set by lathe::mark_dynamic / mark_static; read when a compiled function traces this tensor.
-  std::shared_ptr<DimHints> dim_hints;
-  // Lazy device only: the pending IR value when `storage` is null, else (optionally) the cached
-  // graph-input handle of this device data. Null for every CPU tensor.
-  std::shared_ptr<lazy::LazyValue> lazy;
+  // Upper layers' state by TensorSlot (see TensorExtension); null when a layer keeps none.
+  std::shared_ptr<TensorExtension> extensions[static_cast<int>(TensorSlot::count)];
+
+  std::shared_ptr<TensorExtension>& extension(TensorSlot s) {
+    return extensions[static_cast<int>(s)];
+  }
+  const std::shared_ptr<TensorExtension>& extension(TensorSlot s) const {
+    return extensions[static_cast<int>(s)];
+  }
 };
 
 class Tensor {

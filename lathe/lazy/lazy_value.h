@@ -1,5 +1,6 @@
 // Internal representation of pending lazy work: a DAG of recorded op calls whose leaves are
-// device data. Tensors on the lazy device point at a LazyValue through TensorImpl::lazy.
+// device data. Tensors on the lazy device point at a LazyValue through their
+// TensorSlot::device_value extension (see tensor_value / set_tensor_value).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@ namespace lathe::lazy {
 
 struct LazyNode;
 
-struct LazyValue {
+struct LazyValue final : TensorExtension {
   enum class Kind : uint8_t {
     device_data,  // a graph input: `buffer` is the device buffer (a CPU tensor)
     output,       // output `index` of `node`
@@ -32,6 +33,18 @@ struct LazyValue {
   // The value whose buffer this is (itself unless written).
   const LazyValue* root() const { return kind == Kind::written ? base.get() : this; }
 };
+
+// The value a lazy tensor stands for (the pending value, or its device data's graph-input handle
+// once used), or null.
+inline std::shared_ptr<LazyValue> tensor_value(const TensorImpl& impl) {
+  return std::static_pointer_cast<LazyValue>(impl.extension(TensorSlot::device_value));
+}
+inline LazyValue* tensor_value_ptr(const TensorImpl& impl) {
+  return static_cast<LazyValue*>(impl.extension(TensorSlot::device_value).get());
+}
+inline void set_tensor_value(TensorImpl& impl, std::shared_ptr<LazyValue> v) {
+  impl.extension(TensorSlot::device_value) = std::move(v);
+}
 
 // One recorded op call.
 struct LazyNode {

@@ -64,10 +64,11 @@ static DimHints::Dim& hint_slot(const Tensor& t, int64_t dim, const char* who) {
   int64_t n = t.dim();
   int64_t d = dim < 0 ? dim + n : dim;
   LATHE_CHECK(d >= 0 && d < n, "[", who, "] dim ", dim, " is out of range for ", t.shape_string());
-  auto& h = t.impl().dim_hints;
-  if (!h) h = std::make_shared<DimHints>();
-  if (h->dims.size() < static_cast<size_t>(n)) h->dims.resize(n);
-  return h->dims[d];
+  std::shared_ptr<TensorExtension>& slot = t.impl().extension(TensorSlot::compile_hints);
+  if (!slot) slot = std::make_shared<DimHints>();
+  auto& h = static_cast<DimHints&>(*slot);
+  if (h.dims.size() < static_cast<size_t>(n)) h.dims.resize(n);
+  return h.dims[d];
 }
 
 void mark_dynamic(const Tensor& t, int64_t dim, int64_t min, int64_t max) {

@@ -345,7 +345,7 @@ std::vector<DimChoice> CompileCache::dim_choices(size_t arg, const Tensor& t,
         arg < auto_dynamic_.size() && static_cast<size_t>(d) < auto_dynamic_[arg].size())
       dynamic = auto_dynamic_[arg][d];
     dims[d].kind = dynamic ? DimChoice::Kind::kDynamic : DimChoice::Kind::kStatic;
-    if (const auto& h = t.impl().dim_hints; h && static_cast<size_t>(d) < h->dims.size()) {
+    if (const DimHints* h = DimHints::of(t); h && static_cast<size_t>(d) < h->dims.size()) {
       const DimHints::Dim& hd = h->dims[d];
       if (hd.kind == DimHints::Kind::kStatic) dims[d].kind = DimChoice::Kind::kStatic;
       if (hd.kind == DimHints::Kind::kDynamic) {
