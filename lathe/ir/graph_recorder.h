@@ -40,12 +40,13 @@ class GraphRecorder {
     }
     const bool returns_input0 =
         !metas.empty() && metas[0].is_view && !inputs.empty() && op.mutates(attrs, 0);
-    Node node = add_node(op, ins, attrs, metas);
+    Node node = add_node(op, std::move(ins), attrs, metas);
     std::vector<Tensor> out;
     out.reserve(metas.size());
     for (size_t i = 0; i < metas.size(); ++i) {
       const int index = static_cast<int>(i);
-      if (metas[i].is_view && !ins.empty() && ins[0]) note_view(node, index, ins[0]);
+      if (metas[i].is_view && !inputs.empty() && inputs[0].defined())
+        note_view(node, index, input_value(node, 0));
       if (i == 0 && returns_input0) continue;  // the written input 0 itself, rebound below
       Tensor t = make_tensor(metas[i]);
       bind(t, output_value(node, index));
@@ -54,7 +55,7 @@ class GraphRecorder {
     for (int i : op.mutated_inputs) {
       if (i >= static_cast<int>(inputs.size()) || !inputs[i].defined() || !op.mutates(attrs, i))
         continue;
-      rebind_written(inputs[i], node, i, ins[i], i == 0 && returns_input0 ? 0 : -1);
+      rebind_written(inputs[i], node, i, input_value(node, i), i == 0 && returns_input0 ? 0 : -1);
     }
     if (returns_input0) out.insert(out.begin(), inputs[0]);
     finish_node(node, std::move(metas));
@@ -74,20 +75,22 @@ class GraphRecorder {
   virtual void bind(const Tensor& t, Value v) = 0;
   // A tensor the map does not know (a captured constant, device data): its new graph input.
   virtual Value lift(const Tensor& t) = 0;
-  // Adds the node; `outputs` are final (strides set for every output).
-  virtual Node add_node(const OpDef& op, const std::vector<Value>& inputs, const Attrs& attrs,
+  // Adds the node (it keeps `inputs`: one value per op input, null for an undefined optional
+  // tensor); `outputs` are final (strides set for every output).
+  virtual Node add_node(const OpDef& op, std::vector<Value>&& inputs, const Attrs& attrs,
                         const std::vector<TensorMeta>& outputs) = 0;
-  virtual Value output_value(Node node, int output) = 0;
+  virtual const Value& input_value(const Node& node, int input) const = 0;
+  virtual Value output_value(const Node& node, int output) = 0;
   // A tensor without data of this type (a fake, a pending lazy tensor); bound by the caller.
   virtual Tensor make_tensor(const TensorMeta& meta) = 0;
   // Output `output` of `node` is a view of `base` (input 0's value before the call).
-  virtual void note_view(Node, int /*output*/, const Value& /*base*/) {}
+  virtual void note_view(const Node&, int /*output*/, const Value& /*base*/) {}
   // `node` wrote into input `input` (t, which stood for `before`): t must stand for the written
   // value from now on. `returned_as`: the output that is t itself (in-place ops), or -1.
-  virtual void rebind_written(const Tensor& t, Node node, int input, const Value& before,
+  virtual void rebind_written(const Tensor& t, const Node& node, int input, const Value& before,
                               int returned_as) = 0;
   // The node's outputs, handed over once the call is recorded.
-  virtual void finish_node(Node, std::vector<TensorMeta>&& /*outputs*/) {}
+  virtual void finish_node(const Node&, std::vector<TensorMeta>&& /*outputs*/) {}
 };
 
 }  // namespace lathe::ir

@@ -131,10 +131,10 @@ class LazyRecorder final
   std::shared_ptr<LazyValue> find(const Tensor& t) const override {
     const TensorImpl& impl = t.impl();
     if (impl.device.kind() != DeviceKind::lazy) return nullptr;
-    return impl.lazy;
+    return tensor_value(impl);
   }
   void bind(const Tensor& t, std::shared_ptr<LazyValue> v) override {
-    t.impl().lazy = std::move(v);
+    set_tensor_value(t.impl(), std::move(v));
   }
   std::shared_ptr<LazyValue> lift(const Tensor& t) override {
     if (t.device().kind() != DeviceKind::lazy) {
@@ -149,13 +149,13 @@ class LazyRecorder final
     return v;
   }
   std::shared_ptr<LazyNode> add_node(const OpDef& op,
-                                     const std::vector<std::shared_ptr<LazyValue>>& inputs,
+                                     std::vector<std::shared_ptr<LazyValue>>&& inputs,
                                      const Attrs& attrs,
                                      const std::vector<TensorMeta>& outputs) override {
     auto node = std::make_shared<LazyNode>();
     node->op = &op;
     node->attrs = attrs;
-    node->inputs = inputs;
+    node->inputs = std::move(inputs);
     node->seq = c_.next_seq++;
     hash_node(c_, *node, outputs);
     node->window = c_.window;
@@ -164,10 +164,15 @@ class LazyRecorder final
     if (op.mutates_any(attrs)) c_.effects.push_back(node);
     return node;
   }
-  std::shared_ptr<LazyValue> output_value(std::shared_ptr<LazyNode> node, int output) override {
+  const std::shared_ptr<LazyValue>& input_value(const std::shared_ptr<LazyNode>& node,
+                                                int input) const override {
+    return node->inputs[input];
+  }
+  std::shared_ptr<LazyValue> output_value(const std::shared_ptr<LazyNode>& node,
+                                          int output) override {
     auto v = std::make_shared<LazyValue>();
     v->kind = LazyValue::Kind::output;
-    v->node = std::move(node);
+    v->node = node;
     v->index = output;
     return v;
   }
@@ -183,18 +188,19 @@ class LazyRecorder final
     return Tensor(std::move(impl));
   }
   // A written tensor stands for its buffer after the node's write; its data go until sync.
-  void rebind_written(const Tensor& t, std::shared_ptr<LazyNode> node, int /*input*/,
+  void rebind_written(const Tensor& t, const std::shared_ptr<LazyNode>& node, int /*input*/,
                       const std::shared_ptr<LazyValue>& before, int /*returned_as*/) override {
     auto w = std::make_shared<LazyValue>();
     w->kind = LazyValue::Kind::written;
-    w->node = std::move(node);
+    w->node = node;
     w->base = before->kind == LazyValue::Kind::written ? before->base : before;
     TensorImpl& impl = t.impl();
-    impl.lazy = std::move(w);
+    set_tensor_value(impl, std::move(w));
     impl.storage = nullptr;  // the buffer lives on in the graph input; sync gives it back
     c_.pending.push_back(t.impl_ptr());
   }
-  void finish_node(std::shared_ptr<LazyNode> node, std::vector<TensorMeta>&& outputs) override {
+  void finish_node(const std::shared_ptr<LazyNode>& node,
+                   std::vector<TensorMeta>&& outputs) override {
     node->outputs = std::move(outputs);
   }
 
@@ -235,7 +241,8 @@ std::vector<std::shared_ptr<TensorImpl>> take_live(LazyContext& c) {
   std::unordered_set<const TensorImpl*> seen;
   for (const auto& w : c.pending)
     if (auto p = w.lock())
-      if (!p->storage && p->lazy && seen.insert(p.get()).second) live.push_back(std::move(p));
+      if (!p->storage && tensor_value_ptr(*p) && seen.insert(p.get()).second)
+        live.push_back(std::move(p));
   c.pending.clear();
   return live;
 }
@@ -254,7 +261,7 @@ std::vector<const LazyNode*> needed_nodes(const std::vector<std::shared_ptr<Tens
     }
     if (v->kind == LazyValue::Kind::output) stack.push_back(v->node.get());
   };
-  for (const auto& p : live) visit(p->lazy.get());
+  for (const auto& p : live) visit(tensor_value_ptr(*p));
   for (const auto& n : effects) stack.push_back(n.get());
   while (!stack.empty()) {
     const LazyNode* n = stack.back();
@@ -277,7 +284,7 @@ uint64_t window_key(LazyContext& c, const std::vector<const LazyNode*>& nodes,
   h.add(nodes.size());
   for (const LazyNode* n : nodes) h.add(static_cast<uint64_t>(n->pos));
   h.add(live.size());
-  for (const auto& p : live) h.add(source_code(c, p->lazy.get()));
+  for (const auto& p : live) h.add(source_code(c, tensor_value_ptr(*p)));
   return h.get();
 }
 
@@ -325,7 +332,7 @@ BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
       values.emplace(ValueKey{n, static_cast<int>(i)}, irn->output(i));
   }
   std::vector<ir::Value*> outs;
-  for (const auto& p : live) outs.push_back(ir_value(p->lazy.get()));
+  for (const auto& p : live) outs.push_back(ir_value(tensor_value_ptr(*p)));
   b.graph->set_outputs(std::move(outs));
   return b;
 }
@@ -354,7 +361,7 @@ void run_and_bind(LazyContext& c, backend::Executable& exe, std::span<const Tens
     impl.sizes = r.sizes();
     impl.strides = r.strides();
     impl.offset = r.storage_offset();
-    impl.lazy = nullptr;
+    set_tensor_value(impl, nullptr);
   }
 }
 

@@ -173,20 +173,20 @@ int Tracer::root_input(const ir::Value* v) const {
   return it == roots_.end() ? -1 : it->second;
 }
 
-ir::Node* Tracer::add_node(const OpDef& op, const std::vector<ir::Value*>& inputs,
-                           const Attrs& attrs, const std::vector<TensorMeta>& outputs) {
+ir::Node* Tracer::add_node(const OpDef& op, std::vector<ir::Value*>&& inputs, const Attrs& attrs,
+                           const std::vector<TensorMeta>& outputs) {
   std::vector<ir::ValueType> types;
   types.reserve(outputs.size());
   for (const TensorMeta& m : outputs) types.push_back({m.dtype, m.device, m.sizes, m.strides});
-  return graph_.add_node(op, inputs, attrs, std::move(types));
+  return graph_.add_node(op, std::move(inputs), attrs, std::move(types));
 }
 
-void Tracer::note_view(ir::Node* node, int output, ir::Value* const& base) {
+void Tracer::note_view(ir::Node* const& node, int output, ir::Value* const& base) {
   // Views (and in-place results) alias input 0: they keep its root.
   if (int r = root_input(base); r >= 0) roots_[node->output(output)] = r;
 }
 
-void Tracer::rebind_written(const Tensor& t, ir::Node* node, int /*input*/,
+void Tracer::rebind_written(const Tensor& t, ir::Node* const& node, int /*input*/,
                             ir::Value* const& before, int returned_as) {
   if (int r = root_input(before); r >= 0) written_[r] = 1;
   // In-place op: eager returns the input itself. Later reads of it see the new value.

@@ -109,14 +109,19 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   ir::Value* find(const Tensor& t) const override;
   void bind(const Tensor& t, ir::Value* v) override { values_[t.impl_ptr().get()] = v; }
   ir::Value* lift(const Tensor& t) override;
-  ir::Node* add_node(const OpDef& op, const std::vector<ir::Value*>& inputs, const Attrs& attrs,
+  ir::Node* add_node(const OpDef& op, std::vector<ir::Value*>&& inputs, const Attrs& attrs,
                      const std::vector<TensorMeta>& outputs) override;
-  ir::Value* output_value(ir::Node* node, int output) override { return node->output(output); }
+  ir::Value* const& input_value(ir::Node* const& node, int input) const override {
+    return node->inputs()[input];
+  }
+  ir::Value* output_value(ir::Node* const& node, int output) override {
+    return node->output(output);
+  }
   Tensor make_tensor(const TensorMeta& m) override {
     return make_fake(m.sizes, m.strides, m.offset, m.dtype, m.device, false);
   }
-  void note_view(ir::Node* node, int output, ir::Value* const& base) override;
-  void rebind_written(const Tensor& t, ir::Node* node, int input, ir::Value* const& before,
+  void note_view(ir::Node* const& node, int output, ir::Value* const& base) override;
+  void rebind_written(const Tensor& t, ir::Node* const& node, int input, ir::Value* const& before,
                       int returned_as) override;
 
  private:
