@@ -54,6 +54,7 @@ class InterpreterExecutable final : public Executable {
       Step s;
       s.op = &n->op();
       s.attrs = n->attrs();
+      attach_parsed_attrs(*s.op, s.attrs);  // shared with the node's when it has them
       s.name = lathe::detail::str(n->name(), " (", n->op().name, ")");
       for (size_t i = 0; i < s.attrs.items().size(); ++i) {
         const Shape* shape = std::get_if<Shape>(&s.attrs.items()[i].second);

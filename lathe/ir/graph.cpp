@@ -133,6 +133,7 @@ Node* Graph::add_node(const OpDef& op, std::vector<Value*> inputs, Attrs attrs,
   node->op_ = &op;
   node->inputs_ = std::move(inputs);
   node->attrs_ = std::move(attrs);
+  attach_parsed_attrs(op, node->attrs_);  // node attributes never change: parse them once
   Node* n = node.get();
   for (Value* v : n->inputs_)
     if (v) v->users_.push_back(n);

@@ -6,6 +6,7 @@
 namespace lathe {
 
 Attrs& Attrs::set(const char* name, AttrValue v) {
+  parsed_ = nullptr;
   for (auto& [k, val] : items_) {
     if (std::strcmp(k, name) == 0) {
       val = std::move(v);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -15,6 +16,14 @@
 namespace lathe {
 
 using AttrValue = std::variant<bool, int64_t, double, Shape, std::string, DType>;
+
+// The typed form of one op's attributes (conv2d's stride, padding, dilation and groups as ints),
+// parsed once by the op (OpDef::parse_attrs) where a call's attributes stop changing: a graph
+// node, an executor step. The op's rule and kernel read its fields instead of searching names and
+// converting lists on every call; attributes without it (an eager call) are read by name.
+struct ParsedAttrs {
+  virtual ~ParsedAttrs() = default;
+};
 
 class Attrs {
  public:
@@ -31,6 +40,15 @@ class Attrs {
   const std::string& get_string(const char* name) const { return get<std::string>(name); }
   DType get_dtype(const char* name) const { return get<DType>(name); }
 
+  // The parsed form attached with set_parsed, when it is a T (else null: read by name).
+  template <class T>
+  const T* parsed() const {
+    return parsed_ ? dynamic_cast<const T*>(parsed_.get()) : nullptr;
+  }
+  bool has_parsed() const { return parsed_ != nullptr; }
+  // Copies of these attributes share it; set() drops it.
+  void set_parsed(std::shared_ptr<const ParsedAttrs> p) { parsed_ = std::move(p); }
+
   const std::vector<std::pair<const char*, AttrValue>>& items() const { return items_; }
   // "stride=[2,2], padding=[3,3]" for printing graphs and errors.
   std::string to_string() const;
@@ -46,6 +64,7 @@ class Attrs {
     return *p;
   }
   std::vector<std::pair<const char*, AttrValue>> items_;
+  std::shared_ptr<const ParsedAttrs> parsed_;
 };
 
 }  // namespace lathe

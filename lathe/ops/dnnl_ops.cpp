@@ -265,7 +265,12 @@ std::vector<Tensor> matmul_kernel(TensorList in, const Attrs&, const std::vector
 
 // ---- pooling ----
 
+struct Pool2dAttrs final : ParsedAttrs {
+  detail::Pool2dParams params;
+};
+
 detail::Pool2dParams pool_params(const Attrs& a, const char* op, bool has_dilation) {
+  if (const auto* parsed = a.parsed<Pool2dAttrs>()) return parsed->params;
   detail::Pool2dParams p;
   auto k = pair_attr(a, "kernel", op);
   auto s = a.get_ints("stride").empty() ? k : pair_attr(a, "stride", op);
@@ -281,6 +286,13 @@ detail::Pool2dParams pool_params(const Attrs& a, const char* op, bool has_dilati
   p.ceil_mode = a.get_bool("ceil_mode");
   if (a.has("count_include_pad")) p.count_include_pad = a.get_bool("count_include_pad");
   return p;
+}
+
+std::shared_ptr<const ParsedAttrs> parse_pool_attrs(const Attrs& a, const char* op,
+                                                    bool has_dilation) {
+  auto parsed = std::make_shared<Pool2dAttrs>();
+  parsed->params = pool_params(a, op, has_dilation);
+  return parsed;
 }
 
 // PyTorch's pooling output size: with ceil_mode the last window must start inside the input
@@ -387,6 +399,7 @@ Shape ints(const std::vector<int64_t>& v) { return to_shape(v); }
 
 namespace detail {
 Conv2dParams conv_params(const Attrs& a) {
+  if (const auto* parsed = a.parsed<Conv2dAttrs>()) return parsed->params;
   Conv2dParams p;
   auto s = pair_attr(a, "stride", "conv2d");
   auto pad = pair_attr(a, "padding", "conv2d");
@@ -400,6 +413,12 @@ Conv2dParams conv_params(const Attrs& a) {
   return p;
 }
 
+std::shared_ptr<const ParsedAttrs> parse_conv2d_attrs(const Attrs& a) {
+  auto parsed = std::make_shared<Conv2dAttrs>();
+  parsed->params = conv_params(a);
+  return parsed;
+}
+
 std::vector<AttrSpec> conv2d_attrs() {
   return {required("stride", AttrType::int_list), required("padding", AttrType::int_list),
           required("dilation", AttrType::int_list), required("groups", AttrType::integer)};
@@ -408,17 +427,23 @@ std::vector<AttrSpec> conv2d_attrs() {
 void register_dnnl_ops(OpRegistry& r) {
   using T = AttrType;
   using C = OpCategory;
-  r.add(define_op("conv2d", 3, conv2d_rule, conv2d_kernel, C::contraction, conv2d_attrs()));
+  OpDef conv2d = define_op("conv2d", 3, conv2d_rule, conv2d_kernel, C::contraction, conv2d_attrs());
+  conv2d.parse_attrs = parse_conv2d_attrs;
+  r.add(std::move(conv2d));
   r.add(define_op("linear", 3, linear_rule, linear_kernel, C::contraction, {}));
   r.add(define_op("matmul", 2, matmul_rule, matmul_kernel, C::contraction, {}));
-  r.add(define_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_kernel, C::pooling,
-                  {required("kernel", T::int_list), required("stride", T::int_list),
-                   required("padding", T::int_list), required("dilation", T::int_list),
-                   required("ceil_mode", T::boolean)}));
-  r.add(define_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_kernel, C::pooling,
-                  {required("kernel", T::int_list), required("stride", T::int_list),
-                   required("padding", T::int_list), required("ceil_mode", T::boolean),
-                   required("count_include_pad", T::boolean)}));
+  OpDef max_pool = define_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_kernel, C::pooling,
+                             {required("kernel", T::int_list), required("stride", T::int_list),
+                              required("padding", T::int_list), required("dilation", T::int_list),
+                              required("ceil_mode", T::boolean)});
+  max_pool.parse_attrs = [](const Attrs& a) { return parse_pool_attrs(a, "max_pool2d", true); };
+  r.add(std::move(max_pool));
+  OpDef avg_pool = define_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_kernel, C::pooling,
+                             {required("kernel", T::int_list), required("stride", T::int_list),
+                              required("padding", T::int_list), required("ceil_mode", T::boolean),
+                              required("count_include_pad", T::boolean)});
+  avg_pool.parse_attrs = [](const Attrs& a) { return parse_pool_attrs(a, "avg_pool2d", false); };
+  r.add(std::move(avg_pool));
   r.add(define_op("adaptive_avg_pool2d", 1, adaptive_avg_pool2d_rule, adaptive_avg_pool2d_kernel,
                   C::pooling, {required("output_size", T::int_list)}));
 }

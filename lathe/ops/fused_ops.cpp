@@ -18,6 +18,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "lathe/kernels/dnnl_conv.h"
 #include "lathe/kernels/dnnl_matmul.h"
@@ -41,7 +42,22 @@ detail::PostOps::Act parse_act(const Attrs& a, const char* name, const char* op 
                           " must be none, relu, clip, gelu or gelu_tanh, got '", s, "'"));
 }
 
+// conv2d_fused's parsed attributes: conv2d's, the post-ops and the batch-norm eps.
+struct Conv2dFusedAttrs final : detail::Conv2dAttrs {
+  detail::ConvPostOps post;   // `sum` set per call
+  std::optional<double> eps;  // absent without batch norm
+};
+
+struct LinearFusedAttrs final : ParsedAttrs {
+  detail::PostOps::Act act = detail::PostOps::Act::none;
+};
+
 detail::ConvPostOps post_ops(const Attrs& a, bool residual) {
+  if (const auto* parsed = a.parsed<Conv2dFusedAttrs>()) {
+    detail::ConvPostOps p = parsed->post;
+    p.sum = residual;
+    return p;
+  }
   detail::ConvPostOps p;
   p.act = parse_act(a, "act");
   p.act_lo = static_cast<float>(a.get_double("act_min"));
@@ -51,6 +67,25 @@ detail::ConvPostOps post_ops(const Attrs& a, bool residual) {
   p.act2_lo = static_cast<float>(a.get_double("act2_min"));
   p.act2_hi = static_cast<float>(a.get_double("act2_max"));
   return p;
+}
+
+double bn_eps(const Attrs& a) {
+  const auto* parsed = a.parsed<Conv2dFusedAttrs>();
+  if (parsed && parsed->eps) return *parsed->eps;
+  return a.get_double("eps");
+}
+
+std::shared_ptr<const ParsedAttrs> parse_conv2d_fused_attrs(const Attrs& a) {
+  auto parsed = std::make_shared<Conv2dFusedAttrs>();
+  parsed->params = detail::conv_params(a);
+  parsed->post = post_ops(a, false);
+  if (a.has("eps")) parsed->eps = a.get_double("eps");
+  return parsed;
+}
+
+detail::PostOps::Act linear_act(const Attrs& a) {
+  if (const auto* parsed = a.parsed<LinearFusedAttrs>()) return parsed->act;
+  return parse_act(a, "act", "linear_fused");
 }
 
 std::vector<TensorMeta> conv2d_fused_rule(TensorList in, const Attrs& a) {
@@ -70,7 +105,7 @@ std::vector<TensorMeta> conv2d_fused_rule(TensorList in, const Attrs& a) {
     LATHE_CHECK(in[i].dtype() == in[kX].dtype(), "[conv2d_fused] ", names[i], " ",
                 in[i].shape_string(), " must have the input's dtype ", dtype_name(in[kX].dtype()));
   }
-  if (bn) LATHE_CHECK(a.get_double("eps") >= 0, "[conv2d_fused] eps must be non-negative");
+  if (bn) LATHE_CHECK(bn_eps(a) >= 0, "[conv2d_fused] eps must be non-negative");
   const Tensor& r = in[kResidual];
   if (r.defined())
     LATHE_CHECK(r.sizes() == m[0].sizes && r.dtype() == m[0].dtype, "[conv2d_fused] residual ",
@@ -92,7 +127,7 @@ struct FoldKey {
   uint64_t weight_version = 0;
   std::vector<Shape> weight_shape_strides;
   std::string vectors;  // bytes of bias, mean, var, gamma, beta (with a defined/undefined tag)
-  double eps = 0;
+  std::optional<double> eps;  // absent without batch norm
 };
 
 std::string vector_bytes(const Tensor* ts) {
@@ -197,7 +232,7 @@ std::vector<Tensor> conv2d_fused_kernel(TensorList in, const Attrs& a,
   Tensor w = in[kWeight], b = in[kBias];
   if (in[kMean].defined()) {
     const Tensor ts[6] = {in[kWeight], in[kBias], in[kMean], in[kVar], in[kGamma], in[kBeta]};
-    std::tie(w, b) = folded_weight_bias(ts, a.get_double("eps"));
+    std::tie(w, b) = folded_weight_bias(ts, bn_eps(a));
   }
   Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
   const bool residual = in[kResidual].defined();
@@ -220,7 +255,7 @@ std::vector<TensorMeta> linear_fused_rule(TensorList in, const Attrs& a) {
     LATHE_CHECK(r.sizes() == m[0].sizes && r.dtype() == m[0].dtype, "[linear_fused] residual ",
                 r.shape_string(), " must have the output's shape and dtype (input ",
                 in[kLx].shape_string(), ", weight ", in[kLweight].shape_string(), ")");
-  parse_act(a, "act", "linear_fused");
+  linear_act(a);  // validates the activation name
   return m;
 }
 
@@ -233,7 +268,7 @@ std::vector<Tensor> linear_fused_kernel(TensorList in, const Attrs& a,
   Tensor x2 = in[kLx].reshape({-1, K});
   Tensor o2 = out.view({-1, N});
   detail::PostOps post;
-  post.act = parse_act(a, "act", "linear_fused");
+  post.act = linear_act(a);
   post.sum = residual;
   detail::linear_forward(x2, in[kLweight], in[kLbias], o2, post);
   return {out};
@@ -244,15 +279,24 @@ std::vector<Tensor> linear_fused_kernel(TensorList in, const Attrs& a,
 namespace detail {
 void register_fused_ops(OpRegistry& r) {
   using T = AttrType;
-  r.add(define_op("linear_fused", kLinearInputs, linear_fused_rule, linear_fused_kernel,
-                  OpCategory::fused, {required("act", T::string)}));
+  OpDef linear_fused =
+      define_op("linear_fused", kLinearInputs, linear_fused_rule, linear_fused_kernel,
+                OpCategory::fused, {required("act", T::string)});
+  linear_fused.parse_attrs = [](const Attrs& a) -> std::shared_ptr<const ParsedAttrs> {
+    auto parsed = std::make_shared<LinearFusedAttrs>();
+    parsed->act = parse_act(a, "act", "linear_fused");
+    return parsed;
+  };
+  r.add(std::move(linear_fused));
   std::vector<AttrSpec> conv_attrs = conv2d_attrs();
   conv_attrs.insert(conv_attrs.end(), {optional("eps", T::real), required("act", T::string),
                                        required("act_min", T::real), required("act_max", T::real),
                                        required("act2", T::string), required("act2_min", T::real),
                                        required("act2_max", T::real)});
-  r.add(define_op("conv2d_fused", kNumInputs, conv2d_fused_rule, conv2d_fused_kernel,
-                  OpCategory::fused, std::move(conv_attrs)));
+  OpDef conv2d_fused = define_op("conv2d_fused", kNumInputs, conv2d_fused_rule, conv2d_fused_kernel,
+                                 OpCategory::fused, std::move(conv_attrs));
+  conv2d_fused.parse_attrs = parse_conv2d_fused_attrs;
+  r.add(std::move(conv2d_fused));
 }
 }  // namespace detail
 

@@ -51,6 +51,15 @@ std::vector<std::string> OpRegistry::names() const {
   return r;
 }
 
+void attach_parsed_attrs(const OpDef& op, Attrs& attrs) {
+  if (!op.parse_attrs || attrs.has_parsed()) return;
+  try {
+    attrs.set_parsed(op.parse_attrs(attrs));
+  } catch (const Error&) {
+    // Left unparsed: the shape rule reads them by name and reports what is wrong.
+  }
+}
+
 const char* category_name(OpCategory c) {
   switch (c) {
     case OpCategory::unknown:

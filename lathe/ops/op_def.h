@@ -110,6 +110,9 @@ struct OpDef {
   // the new value of each written input (in mutated_inputs order). add_ -> add; batch_norm ->
   // batch_norm_functional (y, new running_mean, new running_var).
   const char* functional_variant = nullptr;
+  // The typed form of a call's attributes (see ParsedAttrs), for ops whose rule and kernel read
+  // many attributes; attached by attach_parsed_attrs.
+  std::function<std::shared_ptr<const ParsedAttrs>(const Attrs&)> parse_attrs = nullptr;
 
   // True when a call with these attributes writes into input `input`.
   bool mutates(const Attrs& attrs, int input) const;
@@ -121,6 +124,10 @@ struct OpDef {
   // 'stride' must be an int list, got float", a missing required or an unknown attribute.
   std::string attr_error(const Attrs& attrs) const;
 };
+
+// Attaches op.parse_attrs(attrs) to attrs when the op has a parser and attrs have no parsed
+// form yet. Attributes the parser rejects stay unparsed: the rule reports them when it runs.
+void attach_parsed_attrs(const OpDef& op, Attrs& attrs);
 
 // Looks ops up by name; all built-in ops are registered on first use.
 class OpRegistry {

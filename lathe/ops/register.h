@@ -1,6 +1,7 @@
 // Registration entry points, one per op family; OpRegistry::global() calls them all once.
 #pragma once
 
+#include "lathe/kernels/dnnl_conv.h"
 #include "lathe/ops/op_def.h"
 
 namespace lathe::detail {
@@ -31,9 +32,14 @@ inline OpDef define_op(const char* name, int num_inputs, ShapeRule shape, EagerK
 inline AttrSpec required(const char* name, AttrType t) { return AttrSpec{name, t, true}; }
 inline AttrSpec optional(const char* name, AttrType t) { return AttrSpec{name, t, false}; }
 
-// stride / padding / dilation / groups of a conv2d (or conv2d_fused) call, validated as pairs.
-struct Conv2dParams;
+// stride / padding / dilation / groups of a conv2d (or conv2d_fused) call, validated as pairs:
+// from the parsed form when attached, else by name.
 Conv2dParams conv_params(const Attrs& a);  // dnnl_ops.cpp
+// conv2d's parsed attributes; conv2d_fused's extend them, so conv2d's rule reads those too.
+struct Conv2dAttrs : ParsedAttrs {
+  Conv2dParams params;
+};
+std::shared_ptr<const ParsedAttrs> parse_conv2d_attrs(const Attrs& a);  // dnnl_ops.cpp
 // The attribute schema of conv2d (conv2d_fused extends it).
 std::vector<AttrSpec> conv2d_attrs();  // dnnl_ops.cpp
 
