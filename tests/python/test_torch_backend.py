@@ -139,3 +139,19 @@ def test_grad_mode_with_trainable_inputs_falls_back_to_pytorch():
     out = torch.compile(model, backend="lathe")(torch.randn(2, 3))
     out.sum().backward()  # autograd still works: the graph ran in PyTorch
     assert model.weight.grad is not None
+
+
+class IntegerMatmul(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b) + 1
+
+
+def test_subgraph_lathe_rejects_runs_in_pytorch_with_lathes_reason(caplog):
+    a = torch.randint(0, 5, (3, 4))
+    b = torch.randint(0, 5, (4, 2))
+    torch._dynamo.reset()
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="lathe.torch"):
+        got = torch.compile(IntegerMatmul(), backend="lathe")(a, b)
+    assert torch.equal(got, a @ b + 1)
+    # Lathe's own message (component first) is in the log line.
+    assert any("[matmul]" in r.getMessage() and "i64" in r.getMessage() for r in caplog.records)

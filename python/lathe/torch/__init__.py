@@ -21,6 +21,9 @@ Dynamic shapes: a graph dynamo marked dynamic passes sizes as SymInt inputs; the
 Python ints, which lathe.compile guards by value, so Lathe compiles once per distinct shape (up to
 its recompile limit, then runs the subgraph eagerly) rather than once symbolically.
 
+A subgraph that Lathe rejects when it traces it (a lathe.Error the argument checks did not foresee)
+runs in PyTorch from then on, with one log line saying why.
+
 Training: Lathe has no autograd through this backend yet; a call with grad enabled and an input
 that requires grad runs the captured graph in PyTorch instead (logged once).
 """
@@ -231,7 +234,15 @@ class LatheSubgraph(torch.nn.Module):
         if self._relift(args) and self.compiled.stats()["calls"] > 0:
             self.compiled.reset()  # new parameter tensors: the traced graph captured the old ones
         dyn = [_to_lathe(args[i]) for i in self.dynamic_positions]
-        out = self.compiled(*dyn)
+        try:
+            out = self.compiled(*dyn)
+        except lathe.Error as e:
+            # A call the capability checks let through but Lathe rejects (its message says why):
+            # PyTorch runs this subgraph from now on, and gives its own error if the call is bad.
+            logger.warning("[lathe.torch] %s: Lathe could not run this subgraph, running it in "
+                           "PyTorch from now on: %s", self.name, e)
+            self.torch_fallback = True
+            return self.gm(*args)
         if isinstance(out, tuple):
             return tuple(_to_torch(t) for t in out)
         return _to_torch(out)
