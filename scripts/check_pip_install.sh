@@ -3,8 +3,8 @@
 # extension, then a resnet18 compiled with torch.compile(backend="lathe") (torchvision's when it
 # installs, else the reference model of tests/oracle, the same architecture) matches eager.
 # Usage: scripts/check_pip_install.sh [venv-dir]   (default: a new temporary directory)
-# With ccache installed, CMAKE_CXX_COMPILER_LAUNCHER=ccache (and CCACHE_BASEDIR set to the
-# checkout) make a repeated install cheap.
+# With ccache installed it compiles through ccache (CCACHE_BASEDIR = the checkout, the compiler c++
+# as for build/), so after a build in build/ the install mostly links cached objects.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -23,6 +23,9 @@ fi
 if command -v ccache >/dev/null 2>&1; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
+  # ccache keys on the compiler's name too: use the one a plain CMake configure of build/ picks
+  # (scikit-build-core would otherwise take Python's g++), so build-pip/ reuses build/'s objects.
+  export CXX="${CXX:-c++}"
 fi
 t0=$(date +%s)
 "$VENV/bin/pip" install -q . 2>&1 | tail -20

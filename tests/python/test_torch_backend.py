@@ -155,3 +155,25 @@ def test_subgraph_lathe_rejects_runs_in_pytorch_with_lathes_reason(caplog):
     assert torch.equal(got, a @ b + 1)
     # Lathe's own message (component first) is in the log line.
     assert any("[matmul]" in r.getMessage() and "i64" in r.getMessage() for r in caplog.records)
+
+
+class InplaceReluReadAgain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        y = self.fc(x)
+        z = torch.nn.functional.relu(y, inplace=True)  # writes y, which is read again below
+        return z + y
+
+
+def test_inplace_write_read_again_keeps_pytorch_semantics():
+    model = InplaceReluReadAgain().eval()
+    x = torch.randn(3, 6)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend="lathe")(x)
+        want = model(x)
+    assert_close_harness(got, want)
+    assert torch.equal(want, 2 * torch.relu(model.fc(x)))

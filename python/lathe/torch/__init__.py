@@ -28,6 +28,7 @@ Training: Lathe has no autograd through this backend yet; a call with grad enabl
 that requires grad runs the captured graph in PyTorch instead (logged once).
 """
 import logging
+import operator
 import os
 
 import torch
@@ -55,10 +56,13 @@ def _tensor_meta(node):
     return v
 
 
+_INPLACE_OPERATORS = (operator.iadd, operator.isub, operator.imul, operator.itruediv)
+
+
 def _writes_input_used_later(node):
     """An in-place call (relu(x, inplace=True)) whose input is read again later: Lathe's functional
     version would not show the write to those later reads, so PyTorch keeps it."""
-    inplace = node.kwargs.get("inplace", False)
+    inplace = node.kwargs.get("inplace", False) or node.target in _INPLACE_OPERATORS
     if node.target is torch.nn.functional.hardtanh and len(node.args) > 3:
         inplace = inplace or node.args[3]
     if node.target is torch.nn.functional.relu and len(node.args) > 1:
