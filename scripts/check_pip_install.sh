@@ -15,7 +15,9 @@ start=$(date +%s)
 echo "[pip-check] fresh venv in $VENV" >&2
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q torch==2.13.0 numpy
-# torchvision without its dependencies, so it cannot replace the CPU torch; optional.
+# torchvision without its dependencies, so it cannot replace the CPU torch; optional (PyPI's
+# wheels do not load against the local 2.13.0+cpu torch: "operator torchvision::nms does not
+# exist", so the reference resnet18 is used then).
 if "$VENV/bin/pip" install -q --no-deps "torchvision==0.28.*" >/dev/null 2>&1; then
   echo "[pip-check] torchvision installed" >&2
 fi
