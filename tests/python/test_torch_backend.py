@@ -51,10 +51,6 @@ def test_model_matches_eager(name):
             assert_close_harness(out, want)
 
 
-def _lathe_subgraphs(compiled_fn_holder):
-    return [m for m in compiled_fn_holder if isinstance(m, lathe.torch.LatheSubgraph)]
-
-
 class Recorder:
     """A backend that wraps lathe's and keeps the graphs it produced."""
 
