@@ -11,6 +11,11 @@ echo "== ctest ==" >&2
 echo "== pytest ==" >&2
 .venv/bin/python -m pytest -q tests/oracle
 
+# The Python package (lathe._C from the build above, python/lathe copied beside it) and the
+# torch.compile backend. LATHE_PY_LONG=1 runs the models at full size.
+echo "== pytest: Python package ==" >&2
+PYTHONPATH="$(pwd)/build/python" .venv/bin/python -m pytest -q tests/python
+
 if [ -d tests/io ] && ls tests/io/*.cpp >/dev/null 2>&1; then
   echo "== safetensors fuzz under AddressSanitizer ==" >&2
   if [ ! -f build-asan/build.ninja ]; then

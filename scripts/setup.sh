@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 
 APT_PACKAGES=(cmake ninja-build g++ libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev
-              clang-format python3-venv)
+              clang-format python3-venv python3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -20,19 +20,24 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python: torch is the oracle and the peer benchmark; a CPU build of 2.13.0 is on local disk.
-PY_PACKAGES=(torch==2.13.0 numpy safetensors pytest onnx==1.23.1 onnxruntime==1.30.0)
+# nanobind builds the Python extension lathe._C (python/) inside this same build.
+PY_PACKAGES=(torch==2.13.0 numpy safetensors pytest onnx==1.23.1 onnxruntime==1.30.0 nanobind)
 if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv" >&2
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import torch, numpy, safetensors, pytest, onnx, onnxruntime" 2>/dev/null; then
+if ! .venv/bin/python -c "import torch, numpy, safetensors, pytest, onnx, onnxruntime, nanobind" 2>/dev/null; then
   echo "[setup] installing Python packages: ${PY_PACKAGES[*]}" >&2
   .venv/bin/pip install -q "${PY_PACKAGES[@]}"
 fi
 
 # cmake from pip (pyenv shims) or Debian's: either is >= 3.20.
-if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The Python extension is part of the build (LATHE_PYTHON_BINDINGS): an older build dir without
+# it is reconfigured once.
+if [ ! -f "$BUILD_DIR/build.ninja" ] || \
+   ! grep -q '^LATHE_PYTHON_BINDINGS:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_PYTHON_BINDINGS=ON \
+        -DLATHE_PYTHON="$(pwd)/.venv/bin/python" >/dev/null
 fi
 echo "[setup] building in $BUILD_DIR" >&2
 ninja -C "$BUILD_DIR" "${@:2}"

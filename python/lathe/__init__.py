@@ -1,0 +1,33 @@
+"""Lathe: a C++ deep-learning library with a trace-once compiler, from Python.
+
+    import lathe
+    x = lathe.from_dlpack(numpy_array)          # zero-copy
+    y = lathe.relu(x) + 1.0
+    np.from_dlpack(y)                            # zero-copy back
+
+    @lathe.compile
+    def f(x, y):
+        return lathe.relu(x) @ y                 # traced once by Lathe's tracer, then replayed
+
+    torch.compile(model, backend="lathe")        # see lathe.torch
+"""
+from . import _C
+from ._C import (  # noqa: F401  (the public API)
+    Error, Tensor, dtype, bool, int32, int64, float32, float64, itemsize,
+    empty, zeros, ones, full, arange, randn, manual_seed,
+    add, sub, rsub, mul, div, pow, eq, ne, lt, le, gt, ge, maximum, minimum, logical_not, where,
+    neg, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, erf, relu, relu6, hardtanh, hardswish,
+    hardsigmoid, gelu, silu, clamp, matmul, linear, conv2d, max_pool2d, avg_pool2d,
+    adaptive_avg_pool2d, batch_norm, layer_norm, softmax, log_softmax, dropout, embedding,
+    nll_loss, cross_entropy, scaled_dot_product_attention, cat, stack, split, chunk, sum, mean,
+    amax, amin, max, min, argmax, argmin, var, std, backend_names, set_compile_logs,
+    CompiledFunction,
+)
+from ._C import nn, io, models  # noqa: F401
+from ._compile import compile, metrics  # noqa: F401
+from ._tensor import from_dlpack, from_numpy, tensor  # noqa: F401
+from . import _logs
+
+_logs.install()
+
+__version__ = "0.1.0"

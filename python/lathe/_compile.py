@@ -1,0 +1,65 @@
+"""lathe.compile: Python functions over lathe tensors (and lathe modules), traced once by Lathe's
+C++ tracer with fake tensors, guarded, and replayed with the GIL released.
+
+What a call checks (Lathe's guards): each tensor argument's dtype, rank, sizes (symbolic when
+dynamic) and layout; Python int/float/bool arguments by value; every lathe module the function read
+while tracing (its structure, training flag and parameter/buffer tensors). Python values the
+function reads from globals or closures are frozen at trace time (as lathe::compile's captured host
+values): pass them as arguments instead.
+"""
+import functools
+import weakref
+
+from . import _C
+
+_compiled = weakref.WeakValueDictionary()  # name -> compiled function, for lathe.metrics()
+_counter = [0]
+
+
+class _Compiled:
+    """The callable lathe.compile returns; `.cf` is the C++ CompiledFunction."""
+
+    def __init__(self, target, dynamic, backend, name, recompile_limit, verify):
+        self._target = target  # keeps the module (its identity is what the guards check) alive
+        if isinstance(target, _C.nn.Module):
+            self.cf = _C._compile_module(target, dynamic, backend, name, recompile_limit, verify)
+        else:
+            self.cf = _C._compile_function(target, dynamic, backend, name, recompile_limit,
+                                           verify)
+        self.name = name
+        if callable(target) and not isinstance(target, _C.nn.Module):
+            functools.update_wrapper(self, target)
+
+    def __call__(self, *args):
+        return self.cf(*args)
+
+    def stats(self):
+        return self.cf.stats()
+
+    def __getattr__(self, item):  # graph_string, guards_string, last_recompile_reason, ...
+        return getattr(self.__dict__["cf"], item)
+
+
+def compile(fn_or_module=None, *, dynamic=None, backend="cpu", name=None, recompile_limit=8,
+            verify=False):
+    """Compiles a function over lathe tensors, or a lathe.nn module; usable as a decorator with
+    or without arguments. dynamic: None (static first, dims that change become symbolic), True
+    (all sizes symbolic) or False (every new size recompiles). backend: a name from
+    lathe.backend_names() ("cpu", the optimizing compiler, or "interpreter")."""
+    if fn_or_module is None:
+        return lambda f: compile(f, dynamic=dynamic, backend=backend, name=name,
+                                 recompile_limit=recompile_limit, verify=verify)
+    if name is None:
+        name = getattr(fn_or_module, "__qualname__", None) or getattr(
+            fn_or_module, "type_name", "fn")
+    _counter[0] += 1
+    compiled = _Compiled(fn_or_module, dynamic, backend, name, recompile_limit, verify)
+    _compiled[f"{name}#{_counter[0]}"] = compiled
+    return compiled
+
+
+def metrics():
+    """Counters: {"compiled": {name#n: stats of each live lathe.compile function (calls, hits,
+    compiles, ...)}, "lazy": the lazy device's counters}."""
+    return {"compiled": {k: v.stats() for k, v in list(_compiled.items())},
+            "lazy": _C.lazy_metrics()}

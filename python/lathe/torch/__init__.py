@@ -1,0 +1,310 @@
+"""torch.compile(model, backend="lathe"): Lathe as a TorchDynamo backend.
+
+Dynamo captures the model into an FX graph (torch-level: torch.conv2d, F.batch_norm, operators,
+tensor methods) and calls `backend(graph_module, example_inputs)`. The backend:
+
+1. marks each node Lathe can run through the one table in lathe.torch._lowerings (target and
+   arguments checked), and splits the graph with torch.fx's CapabilityBasedPartitioner: the
+   supported regions become Lathe subgraphs, everything else stays in PyTorch (one log line per
+   unsupported op, logger "lathe.torch");
+2. for each Lathe subgraph, builds a Python function over lathe tensors that walks the FX nodes
+   and wraps it with lathe.compile: Lathe's C++ tracer runs it once with fake tensors, records the
+   graph and its guards and compiles it with Lathe's backend ("cpu" unless LATHE_TORCH_BACKEND
+   says otherwise); later calls only check the guards and run the executable, GIL released;
+3. lifts parameters and buffers once: they are zero-copy DLPack views of the torch tensors,
+   captured by the traced function (Lathe lifts them as graph inputs by reference); every call
+   checks that the same torch tensors are still passed, and re-lifts and retraces if not.
+
+Per call, torch inputs cross through DLPack with no copy and the outputs come back the same way.
+
+Dynamic shapes: a graph dynamo marked dynamic passes sizes as SymInt inputs; they reach Lathe as
+Python ints, which lathe.compile guards by value, so Lathe compiles once per distinct shape (up to
+its recompile limit, then runs the subgraph eagerly) rather than once symbolically.
+
+A subgraph that Lathe rejects when it traces it (a lathe.Error the argument checks did not foresee)
+runs in PyTorch from then on, with one log line saying why.
+
+Training: Lathe has no autograd through this backend yet; a call with grad enabled and an input
+that requires grad runs the captured graph in PyTorch instead (logged once).
+"""
+import logging
+import operator
+import os
+
+import torch
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+import lathe
+from . import _lowerings
+from ._lowerings import TORCH_TO_LATHE_DTYPE
+
+__all__ = ["backend", "LatheSubgraph"]
+
+logger = logging.getLogger("lathe.torch")
+
+
+def _target_name(node):
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    t = node.target
+    return f"{getattr(t, '__module__', None) or ''}.{getattr(t, '__name__', str(t))}".lstrip(".")
+
+
+def _tensor_meta(node):
+    v = node.meta.get("example_value", node.meta.get("val"))
+    return v
+
+
+_INPLACE_OPERATORS = (operator.iadd, operator.isub, operator.imul, operator.itruediv)
+
+
+def _writes_input_used_later(node):
+    """An in-place call (relu(x, inplace=True)) whose input is read again later: Lathe's functional
+    version would not show the write to those later reads, so PyTorch keeps it."""
+    inplace = node.kwargs.get("inplace", False) or node.target in _INPLACE_OPERATORS
+    if node.target is torch.nn.functional.hardtanh and len(node.args) > 3:
+        inplace = inplace or node.args[3]
+    if node.target is torch.nn.functional.relu and len(node.args) > 1:
+        inplace = inplace or node.args[1]
+    if not inplace or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    src = node.args[0]
+    seen = False
+    for n in node.graph.nodes:
+        if n is node:
+            seen = True
+        elif seen and src in n.all_input_nodes:
+            return True
+    return src.op == "placeholder"  # a graph input the caller would see written
+
+
+class _LatheSupport(OperatorSupportBase):
+    def __init__(self):
+        self.unsupported = {}  # target name -> reason (for the log)
+
+    def _reason(self, node):
+        lowering = _lowerings.lookup(node)
+        if lowering is None:
+            return "no Lathe lowering"
+        v = _tensor_meta(node)
+        if not isinstance(v, torch.Tensor):
+            return None if v is None else "not a tensor result"
+        if v.dtype not in TORCH_TO_LATHE_DTYPE:
+            return f"dtype {v.dtype}"
+        if v.device.type != "cpu":
+            return f"device {v.device}"
+        for a in node.all_input_nodes:
+            av = _tensor_meta(a)
+            if isinstance(av, torch.Tensor) and (av.dtype not in TORCH_TO_LATHE_DTYPE
+                                                 or av.device.type != "cpu"):
+                return f"input {a.name} is {av.dtype} on {av.device}"
+        if _writes_input_used_later(node):
+            return "in-place write to a tensor read later"
+        try:
+            if not lowering.check(node):
+                return "arguments Lathe does not support"
+        except Exception as e:  # a check that cannot read the arguments: not supported
+            return f"arguments Lathe does not support ({e})"
+        return None
+
+    def is_node_supported(self, submodules, node):
+        if node.op not in ("call_function", "call_method"):
+            return False
+        reason = self._reason(node)
+        if reason is not None:
+            self.unsupported.setdefault(_target_name(node), reason)
+            return False
+        return True
+
+
+def _to_lathe(x):
+    if isinstance(x, torch.Tensor):
+        return lathe.from_dlpack(x.detach() if x.requires_grad else x)
+    if isinstance(x, torch.SymInt):
+        return int(x)
+    return x
+
+
+def _to_torch(t):
+    return torch.from_dlpack(t)
+
+
+class _Interpreter:
+    """Evaluates one FX subgraph on lathe values. Called only while Lathe traces."""
+
+    def __init__(self, gm):
+        self.nodes = list(gm.graph.nodes)
+        self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
+        self.gm = gm
+
+    def run(self, args, lifted):
+        """args: placeholder values in order (None where `lifted` holds a lathe tensor)."""
+        env = {}
+        it = iter(args)
+        for n in self.placeholders:
+            v = next(it)
+            env[n] = lifted.get(n.name, v)
+        for n in self.nodes:
+            if n.op in ("placeholder",):
+                continue
+            if n.op == "output":
+                out = torch.fx.node.map_arg(n.args[0], lambda a: env[a])
+                return out
+            if n.op == "get_attr":
+                env[n] = lifted[n.name]
+                continue
+            lowering = _lowerings.lookup(n)
+            a = torch.fx.node.map_arg(n.args, lambda x: env[x])
+            kw = torch.fx.node.map_arg(n.kwargs, lambda x: env[x])
+            if n.op == "call_method":
+                env[n] = lowering.run(a[0], *a[1:], **kw)
+            else:
+                env[n] = lowering.run(*a, **kw)
+        raise lathe.Error("[lathe.torch] subgraph without an output node")
+
+
+def _is_static_input(node, example):
+    """Parameters and buffers: dynamo marks them (inline_inbuilt_nn_modules) or they are
+    nn.Parameters; they are lifted once instead of converted per call."""
+    if isinstance(example, torch.nn.Parameter):
+        return True
+    td = node.meta.get("tensor_dict", {})
+    return td.get("_dynamo_static_input_type") is not None
+
+
+class LatheSubgraph(torch.nn.Module):
+    """One partition of the dynamo graph, run by a lathe.compile'd function."""
+
+    def __init__(self, gm, static_inputs, name):
+        super().__init__()
+        self.gm = gm  # kept for the PyTorch fallback
+        self.interp = _Interpreter(gm)
+        placeholders = self.interp.placeholders
+        self.static_positions = [i for i, n in enumerate(placeholders) if n.name in static_inputs]
+        self.static_names = [placeholders[i].name for i in self.static_positions]
+        self.name = name
+        self.lifted = {}  # placeholder / get_attr name -> lathe tensor
+        self.lifted_sources = [None] * len(self.static_positions)  # the torch tensors lifted
+        # torch's in-place version counter of each, when last seen: an in-place update (an
+        # optimizer step, weight.mul_()) is visible through the zero-copy view, but Lathe's caches
+        # keyed on contents (reordered weights) must be told.
+        self.lifted_versions = [None] * len(self.static_positions)
+        for n in gm.graph.nodes:
+            if n.op == "get_attr":
+                self.lifted[n.name] = _to_lathe(getattr(gm, n.target))
+        self.dynamic_positions = [i for i in range(len(placeholders))
+                                  if i not in set(self.static_positions)]
+        self.compiled = self._compile()
+        self.torch_fallback = False
+
+    def _compile(self):
+        interp, lifted = self.interp, self.lifted
+        n_ph = len(interp.placeholders)
+        dynamic_positions = self.dynamic_positions
+
+        def lathe_fn(*dyn_args):
+            args = [None] * n_ph
+            for i, v in zip(dynamic_positions, dyn_args):
+                args[i] = v
+            out = interp.run(args, lifted)
+            return tuple(out) if isinstance(out, (tuple, list)) else out
+
+        lathe_fn.__qualname__ = self.name
+        return lathe.compile(lathe_fn, dynamic=False, backend=_backend_name(), name=self.name)
+
+    def _relift(self, args):
+        changed = False
+        for k, i in enumerate(self.static_positions):
+            src = args[i]
+            if self.lifted_sources[k] is not src:
+                self.lifted_sources[k] = src
+                self.lifted_versions[k] = src._version
+                self.lifted[self.static_names[k]] = _to_lathe(src)
+                changed = True
+            elif self.lifted_versions[k] != src._version:
+                self.lifted_versions[k] = src._version
+                self.lifted[self.static_names[k]].bump_version()
+        return changed
+
+    def forward(self, *args):
+        if self.torch_fallback or (torch.is_grad_enabled() and any(
+                isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+            if not self.torch_fallback:
+                logger.warning("[lathe.torch] %s: inputs require grad; running the graph in "
+                               "PyTorch (no autograd through Lathe yet)", self.name)
+                self.torch_fallback = True
+            return self.gm(*args)
+        if self._relift(args) and self.compiled.stats()["calls"] > 0:
+            self.compiled.reset()  # new parameter tensors: the traced graph captured the old ones
+        dyn = [_to_lathe(args[i]) for i in self.dynamic_positions]
+        try:
+            out = self.compiled(*dyn)
+        except lathe.Error as e:
+            # A call the capability checks let through but Lathe rejects (its message says why):
+            # PyTorch runs this subgraph from now on, and gives its own error if the call is bad.
+            logger.warning("[lathe.torch] %s: Lathe could not run this subgraph, running it in "
+                           "PyTorch from now on: %s", self.name, e)
+            self.torch_fallback = True
+            return self.gm(*args)
+        if isinstance(out, tuple):
+            return tuple(_to_torch(t) for t in out)
+        return _to_torch(out)
+
+
+def _backend_name():
+    return os.environ.get("LATHE_TORCH_BACKEND", "cpu")
+
+
+_graph_counter = [0]
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs):
+    """The TorchDynamo backend (torch.compile(model, backend="lathe"))."""
+    _graph_counter[0] += 1
+    gid = _graph_counter[0]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    static_inputs = {n.name for n, ex in zip(placeholders, example_inputs)
+                     if _is_static_input(n, ex)}
+
+    support = _LatheSupport()
+    partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    for target, reason in support.unsupported.items():
+        logger.warning("[lathe.torch] graph %d: %s stays in PyTorch (%s)", gid, target, reason)
+    if not partitions:
+        return gm.forward
+    fused = partitioner.fuse_partitions(partitions)
+    for node in list(fused.graph.nodes):
+        if node.op != "call_module" or not node.target.startswith("fused_"):
+            continue
+        sub = getattr(fused, node.target)
+        sub_static = set()
+        # The partition's placeholders follow the call's arguments in order.
+        for ph, arg in zip([n for n in sub.graph.nodes if n.op == "placeholder"], node.args):
+            if isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and \
+                    arg.name in static_inputs:
+                sub_static.add(ph.name)
+        setattr(fused, node.target,
+                LatheSubgraph(sub, sub_static, f"torch_graph{gid}_{node.target}"))
+    fused.recompile()
+    return fused.forward
+
+
+def _register():
+    """Makes backend="lathe" work after `import lathe.torch` even without the installed entry
+    point (a build-tree checkout); the installed package also registers it through the
+    torch_dynamo_backends entry point."""
+    from importlib.metadata import entry_points
+
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    # With the entry point installed, dynamo registers it when "lathe" is first looked up (and
+    # that lookup imports this module): registering here too would be a duplicate.
+    if "lathe" in entry_points(group="torch_dynamo_backends").names:
+        return
+    if "lathe" not in _COMPILER_FNS:
+        register_backend(compiler_fn=backend, name="lathe")
+
+
+_register()

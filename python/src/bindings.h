@@ -1,0 +1,23 @@
+// The pieces of the lathe._C extension module, one per file; module.cpp calls them in order.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <vector>
+
+#include "lathe/core/tensor.h"
+
+namespace lathe::python {
+
+namespace nb = nanobind;
+
+void bind_tensor(nb::module_& m);   // tensor_bindings.cpp: Tensor, dtypes, factories, DLPack
+void bind_ops(nb::module_& m);      // ops_bindings.cpp: the functional ops
+void bind_nn(nb::module_& m);       // nn_bindings.cpp: lathe.nn, lathe.io, lathe.models
+void bind_compile(nb::module_& m);  // compile_bindings.cpp: lathe.compile, logs, metrics
+
+// A tensor's sizes as Python ints; a symbolic size (inside lathe.compile) is specialized with a
+// guard, so code that reads it stays correct for the traced shapes.
+std::vector<int64_t> concrete_sizes(const Tensor& t);
+
+}  // namespace lathe::python

@@ -1,0 +1,19 @@
+// lathe._C: the native half of the `lathe` Python package (python/lathe/ is the other half).
+#include <nanobind/nanobind.h>
+
+#include "bindings.h"
+#include "lathe/core/error.h"
+
+NB_MODULE(_C, m) {
+  namespace nb = nanobind;
+  m.doc() = "Lathe's C++ library: tensors, ops, modules, the compiler";
+  // Objects still held at exit by caches outside our control (torch.compile's, functools') are
+  // reported as leaks by nanobind; they are not.
+  nb::set_leak_warnings(false);
+  // lathe::Error reaches Python as lathe.Error (a RuntimeError) with Lathe's message.
+  nb::exception<lathe::Error>(m, "Error", PyExc_RuntimeError);
+  lathe::python::bind_tensor(m);
+  lathe::python::bind_ops(m);
+  lathe::python::bind_nn(m);
+  lathe::python::bind_compile(m);
+}

@@ -1,0 +1,175 @@
+"""torch.compile(model, backend="lathe") on the ten benchmark models (plain PyTorch modules from
+tests/oracle/ref_models.py), partitioning of unsupported ops, and dynamic batch sizes.
+
+CI runs small inputs (64x64 images, a 2-layer bert/vit); LATHE_PY_LONG=1 runs the full sizes."""
+import logging
+
+import pytest
+import torch
+
+import lathe
+import lathe.torch  # noqa: F401  (registers backend="lathe" in a build-tree checkout)
+import ref_models
+from conftest import LONG
+
+SMALL_CFG = {
+    "bert": dict(hidden=64, layers=2, heads=4, intermediate=128, vocab_size=500, max_position=64),
+    "vit": dict(variant="vit_small_patch16_224", dim=64, depth=2, heads=4, img_size=64),
+}
+
+
+def assert_close_harness(out, ref, tol=1e-3):
+    """lathe-bench's accuracy rule: allclose with rtol = tol and atol = tol * min(1, max|ref|)."""
+    scale = ref.abs().max().item()
+    torch.testing.assert_close(out, ref, rtol=tol, atol=tol * min(1.0, scale))
+
+
+def build(name):
+    cfg = {} if LONG else SMALL_CFG.get(name, {})
+    model = ref_models.build(name, **cfg).eval()
+    kwargs = dict(cfg)
+    if not LONG:
+        kwargs.update(image_size=64 if name != "vit" else None, seq_len=16)
+    inputs = ref_models.default_input(name, 1, 0, **kwargs)
+    return model, inputs
+
+
+@pytest.mark.parametrize("name", ref_models.MODEL_NAMES)
+def test_model_matches_eager(name):
+    model, inputs = build(name)
+    with torch.no_grad():
+        want = model(*inputs)
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="lathe")
+        got = compiled(*inputs)
+        got_again = compiled(*inputs)  # served by the compiled graph
+    for out in (got, got_again):
+        if isinstance(want, tuple):
+            for o, w in zip(out, want):
+                assert_close_harness(o, w)
+        else:
+            assert_close_harness(out, want)
+
+
+class Recorder:
+    """A backend that wraps lathe's and keeps the graphs it produced."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        fn = lathe.torch.backend(gm, example_inputs)
+        self.graphs.append(fn.__self__ if hasattr(fn, "__self__") else gm)
+        return fn
+
+    def subgraphs(self):
+        return [m for g in self.graphs for m in g.modules()
+                if isinstance(m, lathe.torch.LatheSubgraph)]
+
+
+class WithUnsupportedOp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 8 * 8, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        y = torch.cumsum(y, dim=3)  # no Lathe lowering: stays in PyTorch
+        return self.fc(torch.flatten(y, 1))
+
+
+def test_unsupported_op_is_partitioned_and_logged(caplog):
+    model = WithUnsupportedOp().eval()
+    x = torch.randn(2, 3, 8, 8)
+    rec = Recorder()
+    torch._dynamo.reset()
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="lathe.torch"):
+        got = torch.compile(model, backend=rec)(x)
+        want = model(x)
+    assert_close_harness(got, want)
+    assert any("cumsum" in r.getMessage() and "stays in PyTorch" in r.getMessage()
+               for r in caplog.records)
+    subs = rec.subgraphs()
+    assert len(subs) == 2  # conv+relu before the cumsum, flatten+linear after it
+    assert all(s.compiled.stats()["compiles"] == 1 for s in subs)
+
+
+def test_dynamic_batch_compiles_a_bounded_number_of_times():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4)).eval()
+    rec = Recorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=rec)
+    batches = [2, 3, 4, 5, 6, 3, 4]
+    with torch.no_grad():
+        for b in batches:
+            x = torch.randn(b, 8)
+            assert_close_harness(compiled(x), model(x))
+    # dynamo: one static graph, then one dynamic graph for every later batch size.
+    assert len(rec.graphs) <= 2
+    # Lathe: at most one compile per distinct batch size.
+    lathe_compiles = sum(s.compiled.stats()["compiles"] for s in rec.subgraphs())
+    assert lathe_compiles <= len(set(batches))
+
+
+def test_parameters_are_lifted_once_and_updates_are_seen():
+    model = torch.nn.Linear(6, 3).eval()
+    rec = Recorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=rec)
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        compiled(x)
+        (sub,) = rec.subgraphs()
+        lifted = dict(sub.lifted)
+        model.weight.mul_(2.0)  # in place: the zero-copy view sees it, no retrace
+        assert_close_harness(compiled(x), model(x))
+        assert all(sub.lifted[k] is v for k, v in lifted.items())
+        assert sub.compiled.stats()["compiles"] == 1
+
+
+def test_grad_mode_with_trainable_inputs_falls_back_to_pytorch():
+    model = torch.nn.Linear(3, 2)
+    torch._dynamo.reset()
+    out = torch.compile(model, backend="lathe")(torch.randn(2, 3))
+    out.sum().backward()  # autograd still works: the graph ran in PyTorch
+    assert model.weight.grad is not None
+
+
+class IntegerMatmul(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b) + 1
+
+
+def test_subgraph_lathe_rejects_runs_in_pytorch_with_lathes_reason(caplog):
+    a = torch.randint(0, 5, (3, 4))
+    b = torch.randint(0, 5, (4, 2))
+    torch._dynamo.reset()
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="lathe.torch"):
+        got = torch.compile(IntegerMatmul(), backend="lathe")(a, b)
+    assert torch.equal(got, a @ b + 1)
+    # Lathe's own message (component first) is in the log line.
+    assert any("[matmul]" in r.getMessage() and "i64" in r.getMessage() for r in caplog.records)
+
+
+class InplaceReluReadAgain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        y = self.fc(x)
+        z = torch.nn.functional.relu(y, inplace=True)  # writes y, which is read again below
+        return z + y
+
+
+def test_inplace_write_read_again_keeps_pytorch_semantics():
+    model = InplaceReluReadAgain().eval()
+    x = torch.randn(3, 6)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend="lathe")(x)
+        want = model(x)
+    assert_close_harness(got, want)
+    assert torch.equal(want, 2 * torch.relu(model.fc(x)))
