@@ -786,6 +786,10 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
       {"linear_fused",
        "a fusion of the cpu backend (linear + relu/gelu + add) with no single PyTorch op; "
        "tests/backend/test_cpu_backend.cpp checks it against those ops, each with oracle cases"},
+      {"sdpa_fused",
+       "a fusion of the cpu backend (matmul + scale + mask add + softmax + matmul, what "
+       "scaled_dot_product_attention composes) with no single PyTorch op; "
+       "tests/backend/test_attention.cpp checks it against those ops, each with oracle cases"},
   };
   return m;
 }
