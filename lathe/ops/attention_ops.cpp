@@ -1,11 +1,95 @@
-// scaled_dot_product_attention, composed from matmul, softmax and masking ops.
+// scaled_dot_product_attention, composed from matmul, softmax and masking ops; and sdpa_fused,
+// the one-kernel form the cpu backend's fuse_attention pass rewrites that composition into.
 #include <cmath>
 #include <limits>
 
+#include "lathe/kernels/attention.h"
+#include "lathe/kernels/elementwise.h"
 #include "lathe/ops/ops.h"
+#include "lathe/ops/register.h"
 #include "lathe/ops/shape_util.h"
 
 namespace lathe {
+namespace {
+
+// ---- sdpa_fused(q, kt, v, scale, mask) ----
+// out = softmax(matmul(q, kt) * s + mask, -1) @ v with q [B,H,L,E], kt [B,H,E,S] (k transposed,
+// as the matmul reads it), v [B,H,S,Ev], f32. s is the attribute "scale", times the 0-d tensor
+// `scale` when given (divided by it when "divide" is true), so a scale the graph computes at run
+// time needs no constant. mask (optional) is added to the scores and broadcasts to [B,H,L,S].
+enum SdpaInput { kQ, kKt, kV, kScale, kMask, kSdpaInputs };
+
+std::vector<TensorMeta> sdpa_fused_rule(TensorList in, const Attrs& a) {
+  const char* op = "[sdpa_fused] ";
+  const Tensor &q = in[kQ], &kt = in[kKt], &v = in[kV];
+  LATHE_CHECK(q.defined() && kt.defined() && v.defined(), op, "q, kt and v must be defined");
+  LATHE_CHECK(q.dim() == 4 && kt.dim() == 4 && v.dim() == 4, op, "q, kt, v must be 4-d, got ",
+              q.shape_string(), ", ", kt.shape_string(), ", ", v.shape_string());
+  for (const Tensor* t : {&q, &kt, &v})
+    LATHE_CHECK(t->dtype() == DType::f32, op, "needs f32 inputs, got ", t->shape_string());
+  for (int d = 0; d < 2; ++d)
+    LATHE_CHECK(q.sizes()[d] == kt.sizes()[d] && q.sizes()[d] == v.sizes()[d], op,
+                "batch dims differ: q ", q.shape_string(), ", kt ", kt.shape_string(), ", v ",
+                v.shape_string());
+  LATHE_CHECK(q.sizes()[3] == kt.sizes()[2], op, "q ", q.shape_string(), " and kt ",
+              kt.shape_string(), " differ in the embedding dim");
+  LATHE_CHECK(kt.sizes()[3] == v.sizes()[2], op, "kt ", kt.shape_string(), " and v ",
+              v.shape_string(), " differ in the sequence dim");
+  const Tensor& scale = in[kScale];
+  if (scale.defined())
+    LATHE_CHECK(scale.dim() == 0 && scale.dtype() == DType::f32, op,
+                "scale must be a 0-d f32 tensor, got ", scale.shape_string());
+  const Tensor& mask = in[kMask];
+  if (mask.defined()) {
+    Shape scores{q.sizes()[0], q.sizes()[1], q.sizes()[2], kt.sizes()[3]};
+    LATHE_CHECK(mask.dtype() == DType::f32 && mask.dim() <= 4, op,
+                "mask must be f32 with at most 4 dims, got ", mask.shape_string());
+    Shape b = broadcast_shapes(mask.sizes(), scores, "sdpa_fused");
+    LATHE_CHECK(b == scores, op, "mask ", mask.shape_string(), " does not broadcast to the scores ",
+                scores);
+  }
+  a.get_double("scale");
+  a.get_bool("divide");
+  Shape out{q.sizes()[0], q.sizes()[1], q.sizes()[2], v.sizes()[3]};
+  TensorMeta m = result_meta(out, DType::f32, q.device());
+  m.strides = contiguous_strides(out);
+  return {m};
+}
+
+void sdpa_fused_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m,
+                           TensorList outs) {
+  double s = a.get_double("scale");
+  if (in[kScale].defined()) {
+    const double t = in[kScale].item();
+    s = a.get_bool("divide") ? s / t : s * t;
+  }
+  const Tensor& kt = in[kKt];
+  const Tensor k = kt.transpose(-2, -1);
+  Tensor mask;
+  if (in[kMask].defined()) {
+    Shape scores{m[0].sizes[0], m[0].sizes[1], m[0].sizes[2], kt.sizes()[3]};
+    mask = kernels::broadcast_to(in[kMask], scores);
+  }
+  kernels::attention_forward(in[kQ], k, in[kV], mask, static_cast<float>(s), outs[0]);
+}
+
+}  // namespace
+
+namespace detail {
+void register_attention_ops(OpRegistry& r) {
+  OpDef op =
+      define_op("sdpa_fused", kSdpaInputs, sdpa_fused_rule,
+                [](TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
+                  std::vector<Tensor> outs{empty_strided(m[0].sizes, m[0].strides, m[0].dtype)};
+                  sdpa_fused_out_kernel(in, a, m, outs);
+                  return outs;
+                },
+                OpCategory::fused,
+                {required("scale", AttrType::real), required("divide", AttrType::boolean)});
+  op.out_kernel = sdpa_fused_out_kernel;
+  r.add(std::move(op));
+}
+}  // namespace detail
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask, bool is_causal,

@@ -67,6 +67,21 @@ bool is_channels_last_any(const Tensor& x) {
 
 Tensor alloc(const TensorMeta& m) { return empty_strided(m.sizes, m.strides, m.dtype); }
 
+// An op whose kernel writes into the output the shape rule describes (metas carry strides):
+// the allocating kernel allocates it and calls the out kernel.
+OpDef define_out_op(const char* name, int num_inputs, ShapeRule shape, OutKernel out,
+                    OpCategory category, std::vector<AttrSpec> attrs) {
+  EagerKernel kernel = [out](TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
+    std::vector<Tensor> outs{alloc(m[0])};
+    out(in, a, m, outs);
+    return outs;
+  };
+  OpDef op = detail::define_op(name, num_inputs, std::move(shape), std::move(kernel), category,
+                               std::move(attrs));
+  op.out_kernel = std::move(out);
+  return op;
+}
+
 // ---- conv2d ----
 
 std::vector<TensorMeta> conv2d_rule(TensorList in, const Attrs& a) {
@@ -125,10 +140,10 @@ std::vector<TensorMeta> conv2d_rule(TensorList in, const Attrs& a) {
   return {meta(out_sz, channels_last_strides_any(out_sz), x)};
 }
 
-std::vector<Tensor> conv2d_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
-  Tensor out = alloc(m[0]);
+void conv2d_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                       TensorList outs) {
+  const Tensor& out = outs[0];
   detail::conv2d_forward(as_batched(in[0]), in[1], in[2], detail::conv_params(a), as_batched(out));
-  return {out};
 }
 
 // ---- linear ----
@@ -183,13 +198,13 @@ Tensor as_matrix(const Tensor& x) {
   return make_view(c, {M, K}, {K, 1}, c.storage_offset());
 }
 
-std::vector<Tensor> linear_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>& m) {
-  Tensor out = alloc(m[0]);
+void linear_out_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>&,
+                       TensorList outs) {
+  const Tensor& out = outs[0];
   Tensor x2 = as_matrix(in[0]);
   const int64_t N = in[1].shape()[0];
-  Tensor o2 = make_view(out, {x2.shape()[0], N}, {N, 1}, 0);
+  Tensor o2 = make_view(out, {x2.shape()[0], N}, {N, 1}, out.storage_offset());
   detail::linear_forward(x2, in[1], in[2], o2);
-  return {out};
 }
 
 // ---- matmul ----
@@ -250,17 +265,17 @@ Tensor as_operand(const Tensor& t, bool is_a, int64_t rank) {
   return make_view(t, sz, st, t.storage_offset());
 }
 
-std::vector<Tensor> matmul_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>& m) {
+void matmul_out_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>&,
+                       TensorList outs) {
   const Tensor& a = in[0];
   const Tensor& b = in[1];
-  Tensor out = alloc(m[0]);
+  const Tensor& out = outs[0];
   Shape full = matmul_batch(a, b);
   full.push_back(a.dim() >= 2 ? a.sizes()[a.dim() - 2] : SymInt(1));
   full.push_back(b.dim() >= 2 ? b.sizes().back() : SymInt(1));
   const int64_t rank = static_cast<int64_t>(full.size());
-  Tensor out_full = make_view(out, full, contiguous_strides(full), 0);
+  Tensor out_full = make_view(out, full, contiguous_strides(full), out.storage_offset());
   detail::matmul_forward(as_operand(a, true, rank), as_operand(b, false, rank), out_full);
-  return {out};
 }
 
 // ---- pooling ----
@@ -351,20 +366,18 @@ std::vector<TensorMeta> avg_pool2d_rule(TensorList in, const Attrs& a) {
   return pool_rule(in[0], pool_params(a, "avg_pool2d", false), "avg_pool2d", false);
 }
 
-std::vector<Tensor> max_pool2d_kernel(TensorList in, const Attrs& a,
-                                      const std::vector<TensorMeta>& m) {
-  Tensor out = alloc(m[0]);
+void max_pool2d_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                           TensorList outs) {
+  const Tensor& out = outs[0];
   detail::max_pool2d_forward(as_batched(in[0]), pool_params(a, "max_pool2d", true),
                              as_batched(out));
-  return {out};
 }
 
-std::vector<Tensor> avg_pool2d_kernel(TensorList in, const Attrs& a,
-                                      const std::vector<TensorMeta>& m) {
-  Tensor out = alloc(m[0]);
+void avg_pool2d_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                           TensorList outs) {
+  const Tensor& out = outs[0];
   detail::avg_pool2d_forward(as_batched(in[0]), pool_params(a, "avg_pool2d", false),
                              as_batched(out));
-  return {out};
 }
 
 std::vector<TensorMeta> adaptive_avg_pool2d_rule(TensorList in, const Attrs& a) {
@@ -386,11 +399,10 @@ std::vector<TensorMeta> adaptive_avg_pool2d_rule(TensorList in, const Attrs& a) 
   return {meta(out_sz, pool_out_strides(x, out_sz), x)};
 }
 
-std::vector<Tensor> adaptive_avg_pool2d_kernel(TensorList in, const Attrs&,
-                                               const std::vector<TensorMeta>& m) {
-  Tensor out = alloc(m[0]);
+void adaptive_avg_pool2d_out_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>&,
+                                    TensorList outs) {
+  const Tensor& out = outs[0];
   detail::adaptive_avg_pool2d_forward(as_batched(in[0]), as_batched(out));
-  return {out};
 }
 
 Shape ints(const std::vector<int64_t>& v) { return to_shape(v); }
@@ -427,25 +439,31 @@ std::vector<AttrSpec> conv2d_attrs() {
 void register_dnnl_ops(OpRegistry& r) {
   using T = AttrType;
   using C = OpCategory;
-  OpDef conv2d = define_op("conv2d", 3, conv2d_rule, conv2d_kernel, C::contraction, conv2d_attrs());
+  OpDef conv2d =
+      define_out_op("conv2d", 3, conv2d_rule, conv2d_out_kernel, C::contraction, conv2d_attrs());
   conv2d.parse_attrs = parse_conv2d_attrs;
   r.add(std::move(conv2d));
-  r.add(define_op("linear", 3, linear_rule, linear_kernel, C::contraction, {}));
-  r.add(define_op("matmul", 2, matmul_rule, matmul_kernel, C::contraction, {}));
-  OpDef max_pool = define_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_kernel, C::pooling,
-                             {required("kernel", T::int_list), required("stride", T::int_list),
-                              required("padding", T::int_list), required("dilation", T::int_list),
-                              required("ceil_mode", T::boolean)});
+  r.add(define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction, {}));
+  r.add(define_out_op("matmul", 2, matmul_rule, matmul_out_kernel, C::contraction, {}));
+  OpDef max_pool = define_out_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_out_kernel,
+                                 C::pooling,
+                                 {required("kernel", T::int_list), required("stride", T::int_list),
+                                  required("padding", T::int_list),
+                                  required("dilation", T::int_list),
+                                  required("ceil_mode", T::boolean)});
   max_pool.parse_attrs = [](const Attrs& a) { return parse_pool_attrs(a, "max_pool2d", true); };
   r.add(std::move(max_pool));
-  OpDef avg_pool = define_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_kernel, C::pooling,
-                             {required("kernel", T::int_list), required("stride", T::int_list),
-                              required("padding", T::int_list), required("ceil_mode", T::boolean),
-                              required("count_include_pad", T::boolean)});
+  OpDef avg_pool = define_out_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_out_kernel,
+                                 C::pooling,
+                                 {required("kernel", T::int_list), required("stride", T::int_list),
+                                  required("padding", T::int_list),
+                                  required("ceil_mode", T::boolean),
+                                  required("count_include_pad", T::boolean)});
   avg_pool.parse_attrs = [](const Attrs& a) { return parse_pool_attrs(a, "avg_pool2d", false); };
   r.add(std::move(avg_pool));
-  r.add(define_op("adaptive_avg_pool2d", 1, adaptive_avg_pool2d_rule, adaptive_avg_pool2d_kernel,
-                  C::pooling, {required("output_size", T::int_list)}));
+  r.add(define_out_op("adaptive_avg_pool2d", 1, adaptive_avg_pool2d_rule,
+                      adaptive_avg_pool2d_out_kernel, C::pooling,
+                      {required("output_size", T::int_list)}));
 }
 }  // namespace detail
 

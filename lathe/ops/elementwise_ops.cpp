@@ -30,14 +30,15 @@ ShapeRule binary_rule(const char* name, BinKind kind) {
   };
 }
 
-// Runs f over broadcast inputs converted to the compute dtype.
+// Runs f over broadcast inputs converted to the compute dtype, into outs[0].
 template <class F>
-EagerKernel binary_kernel(const char* name, BinKind kind, F f) {
-  return [name, kind, f](TensorList in, const Attrs& attrs, const std::vector<TensorMeta>& m) {
+OutKernel binary_out_kernel(const char* name, BinKind kind, F f) {
+  return [name, kind, f](TensorList in, const Attrs& attrs, const std::vector<TensorMeta>& m,
+                         TensorList outs) {
     DType cd = binary_compute_dtype(in[0].dtype(), in[1].dtype(), kind);
     Tensor a = kernels::broadcast_to(in[0].to(cd), m[0].sizes);
     Tensor b = kernels::broadcast_to(in[1].to(cd), m[0].sizes);
-    Tensor out = alloc_output(m[0].sizes, m[0].dtype, in);
+    const Tensor& out = outs[0];
     double alpha = attrs.has("alpha") ? attrs.get_double("alpha") : 1.0;
     LATHE_DISPATCH_ALL(cd, name, [&] {
       using T = scalar_t;
@@ -55,6 +56,14 @@ EagerKernel binary_kernel(const char* name, BinKind kind, F f) {
         kernels::map2<T, T>(out, a, b, [&](T x, T y) { return static_cast<T>(f(x, y, al)); });
       }
     });
+  };
+}
+
+// An allocating kernel over an out kernel whose single output takes the inputs' layout.
+EagerKernel allocating(OutKernel out_kernel) {
+  return [out_kernel](TensorList in, const Attrs& attrs, const std::vector<TensorMeta>& m) {
+    Tensor out = alloc_output(m[0].sizes, m[0].dtype, in);
+    out_kernel(in, attrs, m, {&out, 1});
     return std::vector<Tensor>{out};
   };
 }
@@ -64,8 +73,11 @@ template <class F>
 void add_binary(OpRegistry& r, const char* name, BinKind kind, F f, bool with_alpha = false) {
   std::vector<AttrSpec> attrs;
   if (with_alpha) attrs.push_back(detail::optional("alpha", AttrType::real));
-  r.add(detail::define_op(name, 2, binary_rule(name, kind), binary_kernel(name, kind, f),
-                          OpCategory::pointwise, std::move(attrs)));
+  OutKernel out = binary_out_kernel(name, kind, f);
+  OpDef op = detail::define_op(name, 2, binary_rule(name, kind), allocating(out),
+                               OpCategory::pointwise, std::move(attrs));
+  op.out_kernel = std::move(out);
+  r.add(std::move(op));
 }
 
 template <class T>
@@ -119,15 +131,16 @@ ShapeRule unary_rule(const char* name, UnaryKind kind, std::function<void(const 
 }
 
 template <class F>
-EagerKernel unary_kernel(const char* name, F f) {
-  return [name, f](TensorList in, const Attrs& attrs, const std::vector<TensorMeta>& m) {
-    Tensor out = alloc_output(m[0].sizes, m[0].dtype, in);
+OutKernel unary_out_kernel(const char* name, F f) {
+  return [name, f](TensorList in, const Attrs& attrs, const std::vector<TensorMeta>& m,
+                   TensorList outs) {
+    const Tensor& out = outs[0];
     if (m[0].dtype == DType::b8) {  // logical_not
       Tensor x = in[0];
       LATHE_DISPATCH_ALL(x.dtype(), name, [&] {
         kernels::map1<bool, scalar_t>(out, x, [](scalar_t v) { return !static_cast<bool>(v); });
       });
-      return std::vector<Tensor>{out};
+      return;
     }
     Tensor x = in[0].to(m[0].dtype);
     LATHE_DISPATCH_ALL(m[0].dtype, name, [&] {
@@ -138,7 +151,6 @@ EagerKernel unary_kernel(const char* name, F f) {
         kernels::map1<T, T>(out, x, [&](T v) { return static_cast<T>(fn(v)); });
       }
     });
-    return std::vector<Tensor>{out};
   };
 }
 
@@ -146,8 +158,10 @@ template <class F>
 void add_unary(OpRegistry& r, const char* name, UnaryKind kind, F f,
                std::vector<AttrSpec> attrs = {}, std::function<void(const Attrs&)> check = nullptr,
                std::function<std::optional<PostOp>(const Attrs&)> post_op = nullptr) {
-  OpDef op = detail::define_op(name, 1, unary_rule(name, kind, std::move(check)),
-                               unary_kernel(name, f), OpCategory::pointwise, std::move(attrs));
+  OutKernel out = unary_out_kernel(name, f);
+  OpDef op = detail::define_op(name, 1, unary_rule(name, kind, std::move(check)), allocating(out),
+                               OpCategory::pointwise, std::move(attrs));
+  op.out_kernel = std::move(out);
   op.post_op = std::move(post_op);
   r.add(std::move(op));
 }
@@ -166,16 +180,15 @@ std::vector<TensorMeta> where_rule(TensorList in, const Attrs&) {
   return {result_meta(s, promote_types(in[1].dtype(), in[2].dtype()), in[1].device())};
 }
 
-std::vector<Tensor> where_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>& m) {
+void where_out_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>& m,
+                      TensorList outs) {
   Tensor c = kernels::broadcast_to(in[0], m[0].sizes);
   Tensor a = kernels::broadcast_to(in[1].to(m[0].dtype), m[0].sizes);
   Tensor b = kernels::broadcast_to(in[2].to(m[0].dtype), m[0].sizes);
-  Tensor out = alloc_output(m[0].sizes, m[0].dtype, in);
   LATHE_DISPATCH_ALL(m[0].dtype, "where", [&] {
     using T = scalar_t;
-    kernels::map3<T, bool, T>(out, c, a, b, [](bool cc, T x, T y) { return cc ? x : y; });
+    kernels::map3<T, bool, T>(outs[0], c, a, b, [](bool cc, T x, T y) { return cc ? x : y; });
   });
-  return {out};
 }
 
 // ---- in-place ----
@@ -373,7 +386,12 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add(detail::define_op("mul_scalar", 1, mul_scalar_rule, mul_scalar_kernel,
                           OpCategory::pointwise, {detail::required("other", T::real)}));
 
-  r.add(detail::define_op("where", 3, where_rule, where_kernel, OpCategory::pointwise, {}));
+  {
+    OpDef where = detail::define_op("where", 3, where_rule, allocating(where_out_kernel),
+                                    OpCategory::pointwise, {});
+    where.out_kernel = where_out_kernel;
+    r.add(std::move(where));
+  }
   auto in_place = [&](const char* name, int inputs, EagerKernel kernel, const char* functional,
                       std::vector<AttrSpec> attrs) {
     OpDef op = detail::define_op(name, inputs, inplace_rule, std::move(kernel),

@@ -227,19 +227,18 @@ std::pair<Tensor, Tensor> folded_weight_bias(const Tensor* ts, double eps) {
 
 Tensor batched(const Tensor& t) { return t.dim() == 4 ? t : t.unsqueeze(0); }
 
-std::vector<Tensor> conv2d_fused_kernel(TensorList in, const Attrs& a,
-                                        const std::vector<TensorMeta>& m) {
+void conv2d_fused_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                             TensorList outs) {
   Tensor w = in[kWeight], b = in[kBias];
   if (in[kMean].defined()) {
     const Tensor ts[6] = {in[kWeight], in[kBias], in[kMean], in[kVar], in[kGamma], in[kBeta]};
     std::tie(w, b) = folded_weight_bias(ts, bn_eps(a));
   }
-  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
+  const Tensor& out = outs[0];
   const bool residual = in[kResidual].defined();
   if (residual) kernels::copy(out, in[kResidual]);
   detail::conv2d_forward(batched(in[kX]), w, b, detail::conv_params(a), batched(out),
                          post_ops(a, residual));
-  return {out};
 }
 
 // ---- linear_fused(x, weight, bias, residual): y = act(linear(x, weight, bias)) [+ residual] ----
@@ -259,9 +258,9 @@ std::vector<TensorMeta> linear_fused_rule(TensorList in, const Attrs& a) {
   return m;
 }
 
-std::vector<Tensor> linear_fused_kernel(TensorList in, const Attrs& a,
-                                        const std::vector<TensorMeta>& m) {
-  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
+void linear_fused_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                             TensorList outs) {
+  const Tensor& out = outs[0];
   const bool residual = in[kLresidual].defined();
   if (residual) kernels::copy(out, in[kLresidual]);
   const int64_t K = in[kLweight].size(1).expect_int(), N = in[kLweight].size(0).expect_int();
@@ -271,7 +270,15 @@ std::vector<Tensor> linear_fused_kernel(TensorList in, const Attrs& a,
   post.act = linear_act(a);
   post.sum = residual;
   detail::linear_forward(x2, in[kLweight], in[kLbias], o2, post);
-  return {out};
+}
+
+// The allocating form of an out kernel whose output the shape rule describes (with strides).
+EagerKernel allocating(OutKernel out_kernel) {
+  return [out_kernel](TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
+    std::vector<Tensor> outs{empty_strided(m[0].sizes, m[0].strides, m[0].dtype)};
+    out_kernel(in, a, m, outs);
+    return outs;
+  };
 }
 
 }  // namespace
@@ -279,24 +286,27 @@ std::vector<Tensor> linear_fused_kernel(TensorList in, const Attrs& a,
 namespace detail {
 void register_fused_ops(OpRegistry& r) {
   using T = AttrType;
-  OpDef linear_fused =
-      define_op("linear_fused", kLinearInputs, linear_fused_rule, linear_fused_kernel,
-                OpCategory::fused, {required("act", T::string)});
-  linear_fused.parse_attrs = [](const Attrs& a) -> std::shared_ptr<const ParsedAttrs> {
+  OpDef linear = define_op("linear_fused", kLinearInputs, linear_fused_rule,
+                           allocating(linear_fused_out_kernel), OpCategory::fused,
+                           {required("act", T::string)});
+  linear.out_kernel = linear_fused_out_kernel;
+  linear.parse_attrs = [](const Attrs& a) -> std::shared_ptr<const ParsedAttrs> {
     auto parsed = std::make_shared<LinearFusedAttrs>();
     parsed->act = parse_act(a, "act", "linear_fused");
     return parsed;
   };
-  r.add(std::move(linear_fused));
+  r.add(std::move(linear));
   std::vector<AttrSpec> conv_attrs = conv2d_attrs();
   conv_attrs.insert(conv_attrs.end(), {optional("eps", T::real), required("act", T::string),
                                        required("act_min", T::real), required("act_max", T::real),
                                        required("act2", T::string), required("act2_min", T::real),
                                        required("act2_max", T::real)});
-  OpDef conv2d_fused = define_op("conv2d_fused", kNumInputs, conv2d_fused_rule, conv2d_fused_kernel,
-                                 OpCategory::fused, std::move(conv_attrs));
-  conv2d_fused.parse_attrs = parse_conv2d_fused_attrs;
-  r.add(std::move(conv2d_fused));
+  OpDef conv =
+      define_op("conv2d_fused", kNumInputs, conv2d_fused_rule, allocating(conv2d_fused_out_kernel),
+                OpCategory::fused, std::move(conv_attrs));
+  conv.out_kernel = conv2d_fused_out_kernel;
+  conv.parse_attrs = parse_conv2d_fused_attrs;
+  r.add(std::move(conv));
 }
 }  // namespace detail
 

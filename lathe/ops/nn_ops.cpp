@@ -74,18 +74,39 @@ std::vector<TensorMeta> layer_norm_rule(TensorList in, const Attrs& a) {
   return {m};
 }
 
-std::vector<Tensor> layer_norm_kernel(TensorList in, const Attrs& a,
-                                      const std::vector<TensorMeta>&) {
+void layer_norm_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                           TensorList outs) {
   Tensor x = in[0].contiguous();
   auto ns = a.get_ints("normalized_shape");
   int64_t R = 1;
   for (int64_t s : ns) R *= s;
   int64_t M = R ? x.numel() / R : 0;
-  Tensor out = empty(x.sizes(), x.dtype());
   Tensor w = in[1].defined() ? in[1].contiguous() : Tensor();
   Tensor b = in[2].defined() ? in[2].contiguous() : Tensor();
-  if (M && R) kernels::layer_norm_rows(x, w, b, out, M, R, a.get_double("eps"));
+  if (M && R) kernels::layer_norm_rows(x, w, b, outs[0], M, R, a.get_double("eps"));
+}
+
+std::vector<Tensor> layer_norm_kernel(TensorList in, const Attrs& a,
+                                      const std::vector<TensorMeta>& m) {
+  Tensor out = empty(in[0].sizes(), in[0].dtype());
+  layer_norm_out_kernel(in, a, m, {&out, 1});
   return {out};
+}
+
+// Over the last dim (the hot case) the row kernel writes straight into the given output; over
+// another dim the allocating kernel's result is copied.
+OutKernel softmax_out_kernel(bool log) {
+  return [log](TensorList in, const Attrs& a, const std::vector<TensorMeta>& m, TensorList outs) {
+    const Tensor& x = in[0];
+    if (x.dim() > 0 && wrap_dim(a.get_int("dim"), x.dim(), "softmax") == x.dim() - 1) {
+      Tensor xc = x.contiguous();
+      int64_t R = xc.size(-1).expect_int();
+      int64_t M = R ? xc.numel() / R : 0;
+      if (M) kernels::softmax_rows(xc, outs[0], M, R, log);
+      return;
+    }
+    kernels::copy(outs[0], softmax_kernel(log)(in, a, m)[0]);
+  };
 }
 
 // ---- batch_norm (inputs: x, running_mean, running_var, weight, bias) ----
@@ -319,12 +340,17 @@ namespace detail {
 void register_nn_ops(OpRegistry& r) {
   using T = AttrType;
   using C = OpCategory;
-  r.add(define_op("softmax", 1, softmax_rule("softmax"), softmax_kernel(false), C::normalization,
-                  {required("dim", T::integer)}));
-  r.add(define_op("log_softmax", 1, softmax_rule("log_softmax"), softmax_kernel(true),
-                  C::normalization, {required("dim", T::integer)}));
-  r.add(define_op("layer_norm", 3, layer_norm_rule, layer_norm_kernel, C::normalization,
-                  {required("normalized_shape", T::int_list), required("eps", T::real)}));
+  for (bool log : {false, true}) {
+    const char* name = log ? "log_softmax" : "softmax";
+    OpDef op = define_op(name, 1, softmax_rule(name), softmax_kernel(log), C::normalization,
+                         {required("dim", T::integer)});
+    op.out_kernel = softmax_out_kernel(log);
+    r.add(std::move(op));
+  }
+  OpDef ln = define_op("layer_norm", 3, layer_norm_rule, layer_norm_kernel, C::normalization,
+                       {required("normalized_shape", T::int_list), required("eps", T::real)});
+  ln.out_kernel = layer_norm_out_kernel;
+  r.add(std::move(ln));
   const std::vector<AttrSpec> bn_attrs{required("training", T::boolean),
                                        required("momentum", T::real), required("eps", T::real)};
   OpDef bn =

@@ -22,6 +22,7 @@ OpRegistry& OpRegistry::global() {
     detail::register_dnnl_ops(*r);
     detail::register_fused_ops(*r);
     detail::register_functional_ops(*r);
+    detail::register_attention_ops(*r);
     return r;
   }();
   return *reg;

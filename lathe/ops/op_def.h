@@ -32,6 +32,12 @@ using ShapeRule = std::function<std::vector<TensorMeta>(TensorList, const Attrs&
 // Computes the outputs on CPU from real inputs and the metadata the shape rule produced.
 using EagerKernel =
     std::function<std::vector<Tensor>(TensorList, const Attrs&, const std::vector<TensorMeta>&)>;
+// The same computation writing into outputs the caller allocated: sizes and dtype from the
+// metadata, strides as the allocating kernel gives them (what a first run of EagerKernel
+// returned), offset 0. Optional: backends use it to run a graph in a preplanned arena. For
+// pointwise ops an output may be the very buffer of a same-shaped, same-strided input.
+using OutKernel = std::function<void(TensorList inputs, const Attrs&,
+                                     const std::vector<TensorMeta>&, TensorList outputs)>;
 // Vector-Jacobian product, written with ops (filled in by the autograd issue).
 using VjpRule = std::function<std::vector<Tensor>(TensorList inputs, TensorList outputs,
                                                   TensorList grad_outputs, const Attrs&)>;
@@ -113,6 +119,8 @@ struct OpDef {
   // The typed form of a call's attributes (see ParsedAttrs), for ops whose rule and kernel read
   // many attributes; attached by attach_parsed_attrs.
   std::function<std::shared_ptr<const ParsedAttrs>(const Attrs&)> parse_attrs = nullptr;
+  // The kernel writing into given outputs (see OutKernel); unset for ops that only allocate.
+  OutKernel out_kernel = nullptr;
 
   // True when a call with these attributes writes into input `input`.
   bool mutates(const Attrs& attrs, int input) const;

@@ -15,6 +15,7 @@ void register_nn_ops(OpRegistry& r);           // nn_ops.cpp (softmax, norms, dr
 void register_dnnl_ops(OpRegistry& r);         // dnnl_ops.cpp (conv, matmul, linear, pooling)
 void register_fused_ops(OpRegistry& r);        // fused_ops.cpp (conv2d_fused)
 void register_functional_ops(OpRegistry& r);   // functional_ops.cpp (copy, fill, scatter)
+void register_attention_ops(OpRegistry& r);    // attention_ops.cpp (sdpa_fused)
 
 // An OpDef with its category and attribute schema (other properties are set on the result).
 inline OpDef define_op(const char* name, int num_inputs, ShapeRule shape, EagerKernel kernel,

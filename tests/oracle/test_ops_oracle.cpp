@@ -763,6 +763,72 @@ INSTANTIATE_TEST_SUITE_P(Torch, LayoutAgreement, ::testing::ValuesIn(case_names(
                            return info.param;
                          });
 
+// ---------------------------------------------------------------------------------------------
+// The cpu backend's planned executor (issue 12): every case compiled with backend "cpu" gives
+// eager's results on the first call (which records the plan) and on the second (which runs it
+// from the arena), the captured bases reset to the case's data in between.
+// ---------------------------------------------------------------------------------------------
+
+class ExecutorAgreement : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExecutorAgreement, CpuBackendEqualsEagerWhenRecordingAndWhenPlanned) {
+  const OracleData& data = oracle_data();
+  REQUIRE_ORACLE(data);
+  const std::string& name = GetParam();
+  const json& c = data.cases.at(name);
+  const std::string op = c.at("op").get<std::string>();
+  SCOPED_TRACE("case " + name + ": op " + op + " attrs " + c.at("attrs").dump());
+  if (op == "dropout_stats") return;  // random: checked by OpOracle
+  auto it = op_table().find(op);
+  ASSERT_NE(it, op_table().end());
+  const OpEntry& entry = it->second;
+  const json& attrs = c.at("attrs");
+  const double rtol = c.at("rtol").get<double>(), atol = c.at("atol").get<double>();
+
+  Tensors xs, bases;
+  make_inputs(data, name, xs, bases);
+  const Tensors eager = entry.run(xs, bases, attrs);
+
+  Tensors cxs, cbases;
+  make_inputs(data, name, cxs, cbases);
+  std::vector<Arg> args;
+  for (const Tensor& x : cxs)
+    if (x.defined()) args.emplace_back(x);
+  CompileOptions o;
+  o.backend = "cpu";
+  auto f = compile(
+      [&](const std::vector<Arg>& a) {
+        Tensors ins;
+        size_t k = 0;
+        for (const Tensor& x : cxs)
+          ins.push_back(x.defined() ? std::get<Tensor>(a[k++]) : Tensor());
+        return entry.run(ins, cbases, attrs);
+      },
+      o);
+  for (int call = 0; call < 2; ++call) {
+    const json& ins = c.at("inputs");
+    for (size_t i = 0; i < ins.size(); ++i)  // the case's data again (in-place cases wrote)
+      if (!ins[i].is_null())
+        cbases[i].copy_(data.file.tensors.at(name + ".in." + std::to_string(i)));
+    Tensors got;
+    try {
+      got = f(args);
+    } catch (const std::exception& e) {
+      FAIL() << "call " << call << " threw: " << e.what();
+    }
+    ASSERT_EQ(got.size(), eager.size());
+    for (size_t j = 0; j < got.size(); ++j) {
+      std::string diff = compare(got[j], eager[j], rtol, atol);
+      EXPECT_EQ(diff, "") << "call " << call << " output " << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, ExecutorAgreement, ::testing::ValuesIn(case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
 // The generator's coverage: every op of the table has cases, so an op added to the table
 // without cases (or dropped from the generator) shows up.
 TEST(OpOracleCoverage, EveryTableOpHasCases) {
@@ -786,6 +852,10 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
       {"linear_fused",
        "a fusion of the cpu backend (linear + relu/gelu + add) with no single PyTorch op; "
        "tests/backend/test_cpu_backend.cpp checks it against those ops, each with oracle cases"},
+      {"sdpa_fused",
+       "a fusion of the cpu backend (matmul + scale + mask add + softmax + matmul, what "
+       "scaled_dot_product_attention composes) with no single PyTorch op; "
+       "tests/backend/test_attention.cpp checks it against those ops, each with oracle cases"},
   };
   return m;
 }

@@ -1,5 +1,5 @@
-// The optimizing CPU backend ("cpu"): a pipeline of named graph passes, then the flat step list
-// of the interpreter over the rewritten graph.
+// The optimizing CPU backend ("cpu"): a pipeline of named graph passes, then the planned executor
+// (executor.h: a flat launch list over a liveness-planned arena) over the rewritten graph.
 //
 // Passes, in order (each in its own file, tested alone):
 //   functionalize  writes (add_, copy_, training batch_norm, writes through views) -> functional
@@ -7,10 +7,13 @@
 //   fuse_conv   conv2d + inference batch_norm + relu/hardtanh + residual add + relu/hardtanh
 //               -> conv2d_fused (batch norm folded into the weights, the rest as oneDNN post-ops)
 //   fuse_linear linear + relu/gelu + residual add -> linear_fused (one matmul with post-ops)
+//   fuse_attention matmul + scale + mask add + softmax + matmul -> sdpa_fused (one blocked kernel
+//               with an online softmax)
 //   dce         drops what the rewrites left unused
 //
 // LATHE_LOGS=passes (or all) prints the graph after each pass to stderr;
-// LATHE_DISABLE_PASSES=fuse_conv,... turns passes off (for bisecting a wrong result).
+// LATHE_DISABLE_PASSES=fuse_conv,... turns passes off (for bisecting a wrong result);
+// LATHE_CPU_EXECUTOR=interpreter runs the result on the interpreter instead of the executor.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,478 @@
+#include "lathe/backend/cpu/executor.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+#include "lathe/backend/cpu/memory_plan.h"
+#include "lathe/sym/expr.h"
+
+namespace lathe::backend::cpu {
+namespace {
+
+// A symbolic element of a Shape attribute: attrs.items()[item][element] is `expr`.
+struct SymbolicAttr {
+  size_t item;
+  size_t element;
+  const sym::Expr* expr;
+};
+
+struct Step {
+  const OpDef* op;
+  Attrs attrs;
+  std::vector<SymbolicAttr> symbolic;  // empty for most nodes
+  std::vector<int> inputs;             // slot per input, -1 for an undefined optional tensor
+  std::vector<int> outputs;            // slot per output
+  std::vector<int> release;            // slots whose last use is this step
+  std::vector<int> mutated;            // input positions the op writes (their version is bumped)
+  std::string name;                    // "%5 (conv2d)" for errors
+};
+
+struct InputCheck {
+  DType dtype;
+  size_t rank;
+  std::string source;
+};
+
+// Where a value lives in a plan.
+struct SlotPlan {
+  bool in_arena = false;
+  size_t byte_offset = 0;  // in the arena
+  Shape sizes, strides;    // the layout the allocating kernel gave it
+  DType dtype = DType::f32;
+};
+
+struct StepPlan {
+  std::vector<TensorMeta> metas;  // the shape rule's result for this shape
+  Attrs attrs;                    // symbols substituted (used when the step has symbolic attrs)
+  bool use_out = false;           // run OpDef::out_kernel into arena / fresh outputs
+  bool has_view_meta = false;     // some output is a view: its offset follows input 0's
+  int64_t input0_offset = 0;      // input 0's storage offset when the metas were recorded
+};
+
+// The per-call state of one run: the arena and the slot tensors viewing it.
+struct Arena {
+  std::shared_ptr<Storage> storage;
+  std::vector<Tensor> slots;
+  std::vector<Tensor> args;
+  std::vector<Tensor> outs;
+  std::vector<TensorMeta> metas;  // view steps' metas, adjusted per call
+};
+
+struct Plan {
+  std::vector<int64_t> key;
+  std::vector<StepPlan> steps;
+  std::vector<SlotPlan> slots;
+  size_t arena_bytes = 0;
+  ExecutorStats stats;
+  std::mutex mu;  // guards free_arenas
+  std::vector<std::unique_ptr<Arena>> free_arenas;
+};
+
+constexpr size_t kMaxPlans = 16;
+constexpr size_t kMaxFreeArenas = 4;
+
+size_t extent_bytes(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    last += (t.sizes()[d].expect_int() - 1) * t.strides()[d].expect_int();
+  return static_cast<size_t>(last + 1) * itemsize(t.dtype());
+}
+
+int find_root(std::vector<int>& parent, int s) {
+  while (parent[s] != s) s = parent[s] = parent[parent[s]];
+  return s;
+}
+
+class Executor final : public PlannedExecutable {
+ public:
+  explicit Executor(const ir::Graph& g) {
+    std::unordered_map<const ir::Value*, int> slot;
+    auto slot_of = [&](const ir::Value* v) {
+      auto it = slot.find(v);
+      LATHE_CHECK(it != slot.end(), "[cpu.executor] value %", v->id(),
+                  " is used but never defined (run ir::Graph::verify)");
+      return it->second;
+    };
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const ir::Value* v = g.inputs()[i];
+      slot.emplace(v, num_slots_++);
+      inputs_.push_back(
+          {v->type().dtype, v->type().sizes.size(), g.input_sources()[i].to_string()});
+    }
+    for (const ir::Node* n : g.nodes()) {
+      Step s;
+      s.op = &n->op();
+      s.attrs = n->attrs();
+      s.name = lathe::detail::str(n->name(), " (", n->op().name, ")");
+      for (size_t i = 0; i < s.attrs.items().size(); ++i) {
+        const Shape* shape = std::get_if<Shape>(&s.attrs.items()[i].second);
+        if (!shape) continue;
+        for (size_t j = 0; j < shape->size(); ++j)
+          if (const sym::Expr* e = (*shape)[j].expr()) s.symbolic.push_back({i, j, e});
+      }
+      for (const ir::Value* v : n->inputs()) s.inputs.push_back(v ? slot_of(v) : -1);
+      for (int i : s.op->mutated_inputs)
+        if (i < static_cast<int>(s.inputs.size()) && s.inputs[i] >= 0 && s.op->mutates(s.attrs, i))
+          s.mutated.push_back(i);
+      for (const ir::Value* v : n->outputs()) {
+        slot.emplace(v, num_slots_);
+        s.outputs.push_back(num_slots_++);
+      }
+      steps_.push_back(std::move(s));
+    }
+    for (const ir::Value* v : g.outputs()) outputs_.push_back(slot_of(v));
+
+    // Liveness per slot: the last step reading it (or making it, when nobody reads it).
+    last_use_.assign(num_slots_, -1);
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      for (int o : steps_[k].outputs) last_use_[o] = static_cast<int>(k);
+      for (int i : steps_[k].inputs)
+        if (i >= 0) last_use_[i] = static_cast<int>(k);
+    }
+    pinned_.assign(num_slots_, false);
+    for (size_t i = 0; i < inputs_.size(); ++i) pinned_[i] = true;
+    for (int o : outputs_) pinned_[o] = true;
+    for (int s = 0; s < num_slots_; ++s)
+      if (!pinned_[s] && last_use_[s] >= 0) steps_[last_use_[s]].release.push_back(s);
+  }
+
+  std::vector<Tensor> run(std::span<const Tensor> inputs, SymbolValues symbols) override {
+    LATHE_CHECK(inputs.size() == inputs_.size(), "[cpu.executor] the graph takes ", inputs_.size(),
+                " inputs, got ", inputs.size());
+    std::vector<int64_t> key(symbols.begin(), symbols.end());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      const InputCheck& c = inputs_[i];
+      LATHE_CHECK(t.defined() && t.has_storage(), "[cpu.executor] input ", i, " (", c.source,
+                  ") has no data");
+      LATHE_CHECK(t.dtype() == c.dtype && static_cast<size_t>(t.dim()) == c.rank,
+                  "[cpu.executor] input ", i, " (", c.source, ") is ", t.shape_string(),
+                  ", the graph expects ", dtype_name(c.dtype), " with ", c.rank, " dims");
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        key.push_back(t.sizes()[d].expect_int());
+        key.push_back(t.strides()[d].expect_int());
+      }
+    }
+    std::shared_ptr<Plan> plan = find_plan(key);
+    if (!plan) return record(inputs, symbols, std::move(key));
+    return run_planned(*plan, inputs);
+  }
+
+  ExecutorStats stats() const override {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    ExecutorStats s;
+    if (!plans_.empty()) s = plans_.back()->stats;
+    s.plans = plans_.size();
+    s.steps = steps_.size();
+    return s;
+  }
+
+ private:
+  std::shared_ptr<Plan> find_plan(const std::vector<int64_t>& key) const {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    for (const std::shared_ptr<Plan>& p : plans_)
+      if (p->key == key) return p;
+    return nullptr;
+  }
+
+  // The step's attributes with every symbol replaced by its value for this call.
+  static Attrs substitute(const Step& s, SymbolValues symbols) {
+    Attrs attrs = s.attrs;
+    size_t k = 0;
+    while (k < s.symbolic.size()) {
+      size_t item = s.symbolic[k].item;
+      const auto& [name, value] = s.attrs.items()[item];
+      Shape shape = std::get<Shape>(value);
+      for (; k < s.symbolic.size() && s.symbolic[k].item == item; ++k)
+        shape[s.symbolic[k].element] = sym::evaluate(s.symbolic[k].expr, symbols);
+      attrs.set(name, std::move(shape));
+    }
+    return attrs;
+  }
+
+  Error node_error(const Step& s, const Error& e) const {
+    return Error(lathe::detail::str("[cpu.executor] node ", s.name, ": ", e.what()));
+  }
+
+  // First call for a shape: runs every step with the allocating kernels (as the interpreter
+  // does, but keeping every value until the end so storages can be told apart), then plans.
+  std::vector<Tensor> record(std::span<const Tensor> inputs, SymbolValues symbols,
+                             std::vector<int64_t> key) {
+    auto plan = std::make_shared<Plan>();
+    plan->key = std::move(key);
+    plan->steps.resize(steps_.size());
+    std::vector<Tensor> slots(num_slots_);
+    for (size_t i = 0; i < inputs.size(); ++i) slots[i] = inputs[i];
+    // Union-find over slots: a value's root is the slot whose buffer it lives in.
+    std::vector<int> parent(num_slots_);
+    for (int s = 0; s < num_slots_; ++s) parent[s] = s;
+    std::unordered_map<const Storage*, int> storage_root;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Storage* st = inputs[i].impl().storage.get();
+      auto [it, fresh] = storage_root.emplace(st, static_cast<int>(i));
+      if (!fresh) parent[i] = it->second;
+    }
+    std::vector<bool> fresh(num_slots_, false);
+    std::vector<Tensor> args;
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const Step& s = steps_[k];
+      StepPlan& sp = plan->steps[k];
+      args.clear();
+      for (int i : s.inputs) args.push_back(i >= 0 ? slots[i] : Tensor());
+      try {
+        sp.attrs = s.symbolic.empty() ? Attrs() : substitute(s, symbols);
+        const Attrs& attrs = s.symbolic.empty() ? s.attrs : sp.attrs;
+        sp.metas = s.op->shape(args, attrs);
+        std::vector<Tensor> outs = s.op->kernel(args, attrs, sp.metas);
+        LATHE_CHECK(outs.size() == s.outputs.size(), "the kernel returned ", outs.size(),
+                    " outputs, the node has ", s.outputs.size());
+        for (int i : s.mutated) args[i].bump_version();
+        for (size_t o = 0; o < outs.size(); ++o) slots[s.outputs[o]] = std::move(outs[o]);
+      } catch (const Error& e) {
+        throw node_error(s, e);
+      }
+      for (const TensorMeta& m : sp.metas) sp.has_view_meta |= m.is_view;
+      if (sp.has_view_meta && !args.empty() && args[0].defined())
+        sp.input0_offset = args[0].storage_offset();
+      bool all_fresh = true;
+      for (int o : s.outputs) {
+        const Tensor& t = slots[o];
+        const Storage* st = t.has_storage() ? t.impl().storage.get() : nullptr;
+        auto it = st ? storage_root.find(st) : storage_root.end();
+        if (it != storage_root.end()) {
+          parent[o] = find_root(parent, it->second);
+          all_fresh = false;
+        } else {
+          if (st) storage_root.emplace(st, o);
+          fresh[o] = st && t.storage_offset() == 0;
+          all_fresh &= fresh[o];
+        }
+      }
+      sp.use_out = all_fresh && s.op->out_kernel != nullptr;
+    }
+    std::vector<Tensor> result;
+    result.reserve(outputs_.size());
+    for (int o : outputs_) result.push_back(slots[o]);
+    build_plan(*plan, slots, parent, fresh);
+    {
+      std::lock_guard<std::mutex> lock(plans_mu_);
+      bool present = false;
+      for (const std::shared_ptr<Plan>& p : plans_) present |= p->key == plan->key;
+      if (!present) {
+        if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());
+        plans_.push_back(std::move(plan));
+      }
+    }
+    return result;
+  }
+
+  void build_plan(Plan& plan, const std::vector<Tensor>& slots, std::vector<int>& parent,
+                  const std::vector<bool>& fresh) const {
+    const int n = num_slots_;
+    // A buffer may live in the arena when an out kernel writes it and nothing the caller sees
+    // (graph inputs and outputs, and their views) lives in it.
+    std::vector<bool> eligible(n, false);
+    for (size_t k = 0; k < steps_.size(); ++k)
+      if (plan.steps[k].use_out)
+        for (int o : steps_[k].outputs) eligible[o] = fresh[o];
+    for (int s = 0; s < n; ++s)
+      if (pinned_[s]) eligible[find_root(parent, s)] = false;
+    // The lifetime of each buffer spans every value living in it.
+    std::vector<int> first(n, -1), last(n, -1);
+    for (size_t k = 0; k < steps_.size(); ++k)
+      for (int o : steps_[k].outputs) first[o] = static_cast<int>(k);
+    for (int s = 0; s < n; ++s) {
+      int r = find_root(parent, s);
+      last[r] = std::max(last[r], last_use_[s]);
+    }
+    // In place: a pointwise step writes over an input buffer that dies at it, when the input
+    // is that buffer itself (no view) with the output's exact layout, and no other input of the
+    // step reads the buffer.
+    // whole[s]: s is its buffer's full value (the buffer's own, or written in place over it).
+    std::vector<bool> whole(n, false);
+    for (int s = 0; s < n; ++s) whole[s] = eligible[s] && find_root(parent, s) == s;
+    size_t in_place = 0;
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const Step& s = steps_[k];
+      if (!plan.steps[k].use_out || s.op->category != OpCategory::pointwise ||
+          s.outputs.size() != 1)
+        continue;
+      const int o = s.outputs[0];
+      if (!eligible[o] || find_root(parent, o) != o) continue;
+      const Tensor& out = slots[o];
+      for (int i : s.inputs) {
+        if (i < 0 || !whole[i]) continue;
+        const int r = find_root(parent, i);
+        if (last[r] != static_cast<int>(k)) continue;
+        const Tensor& in = slots[i];
+        if (in.dtype() != out.dtype() || in.sizes() != out.sizes() || in.strides() != out.strides())
+          continue;
+        bool read_elsewhere = false;
+        for (int j : s.inputs) read_elsewhere |= j >= 0 && j != i && find_root(parent, j) == r;
+        if (read_elsewhere) continue;
+        parent[o] = r;
+        last[r] = last[o];
+        whole[o] = true;
+        ++in_place;
+        break;
+      }
+    }
+    // Place the buffers.
+    std::vector<int> buffer_slot;
+    std::vector<BufferLifetime> buffers;
+    std::vector<int> buffer_of(n, -1);
+    size_t unplanned = 0;
+    for (int s = 0; s < n; ++s) {
+      if (!eligible[s] || find_root(parent, s) != s) continue;
+      buffer_of[s] = static_cast<int>(buffers.size());
+      buffer_slot.push_back(s);
+      buffers.push_back({extent_bytes(slots[s]), first[s], last[s]});
+    }
+    ArenaLayout layout = plan_arena(buffers);
+    plan.arena_bytes = layout.bytes;
+    plan.slots.resize(n);
+    size_t arena_values = 0;
+    for (int s = 0; s < n; ++s) {
+      // Arena slots: the buffers' own values and the outputs written in place over them.
+      if (!eligible[s]) continue;
+      int b = buffer_of[find_root(parent, s)];
+      if (b < 0) continue;
+      SlotPlan& p = plan.slots[s];
+      p.in_arena = true;
+      p.byte_offset = layout.offsets[b];
+      p.sizes = slots[s].sizes();
+      p.strides = slots[s].strides();
+      p.dtype = slots[s].dtype();
+      unplanned += extent_bytes(slots[s]);
+      ++arena_values;
+    }
+    // Outputs of out steps that do not live in the arena are allocated per call, in the layout
+    // the allocating kernel gave them.
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      if (!plan.steps[k].use_out) continue;
+      for (int o : steps_[k].outputs) {
+        SlotPlan& p = plan.slots[o];
+        if (p.in_arena) continue;
+        p.sizes = slots[o].sizes();
+        p.strides = slots[o].strides();
+        p.dtype = slots[o].dtype();
+      }
+    }
+    ExecutorStats& st = plan.stats;
+    for (const StepPlan& sp : plan.steps) st.out_steps += sp.use_out;
+    st.arena_values = arena_values;
+    st.in_place = in_place;
+    st.arena_bytes = layout.bytes;
+    st.unplanned_bytes = unplanned;
+  }
+
+  std::unique_ptr<Arena> take_arena(Plan& plan) const {
+    {
+      std::lock_guard<std::mutex> lock(plan.mu);
+      if (!plan.free_arenas.empty()) {
+        std::unique_ptr<Arena> a = std::move(plan.free_arenas.back());
+        plan.free_arenas.pop_back();
+        return a;
+      }
+    }
+    auto a = std::make_unique<Arena>();
+    a->storage = Storage::allocate(std::max<size_t>(plan.arena_bytes, 1));
+    a->slots.resize(num_slots_);
+    for (int s = 0; s < num_slots_; ++s) {
+      const SlotPlan& p = plan.slots[s];
+      if (!p.in_arena) continue;
+      auto impl = std::make_shared<TensorImpl>();
+      impl->storage = a->storage;
+      impl->sizes = p.sizes;
+      impl->strides = p.strides;
+      impl->offset = static_cast<int64_t>(p.byte_offset / itemsize(p.dtype));
+      impl->dtype = p.dtype;
+      a->slots[s] = Tensor(std::move(impl));
+    }
+    return a;
+  }
+
+  void give_back(Plan& plan, std::unique_ptr<Arena> a) const {
+    std::lock_guard<std::mutex> lock(plan.mu);
+    if (plan.free_arenas.size() < kMaxFreeArenas) plan.free_arenas.push_back(std::move(a));
+  }
+
+  std::vector<Tensor> run_planned(Plan& plan, std::span<const Tensor> inputs) const {
+    std::unique_ptr<Arena> arena = take_arena(plan);
+    std::vector<Tensor>& slots = arena->slots;
+    std::vector<Tensor>& args = arena->args;
+    std::vector<Tensor>& outs = arena->outs;
+    for (size_t i = 0; i < inputs.size(); ++i) slots[i] = inputs[i];
+    // Cached derived data (reordered weights) is keyed on a storage's version: a value the arena
+    // held before must not be mistaken for this call's.
+    arena->storage->bump_version();
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const Step& s = steps_[k];
+      const StepPlan& sp = plan.steps[k];
+      args.clear();
+      for (int i : s.inputs) args.push_back(i >= 0 ? slots[i] : Tensor());
+      const Attrs& attrs = s.symbolic.empty() ? s.attrs : sp.attrs;
+      const std::vector<TensorMeta>* metas = &sp.metas;
+      try {
+        if (sp.has_view_meta && !args.empty() && args[0].defined()) {
+          // A view's offset is absolute in input 0's storage, which may now be the arena.
+          arena->metas = sp.metas;
+          const int64_t delta = args[0].storage_offset() - sp.input0_offset;
+          for (TensorMeta& m : arena->metas)
+            if (m.is_view) m.offset += delta;
+          metas = &arena->metas;
+        }
+        if (sp.use_out) {
+          outs.resize(s.outputs.size());
+          for (size_t o = 0; o < s.outputs.size(); ++o) {
+            const SlotPlan& p = plan.slots[s.outputs[o]];
+            outs[o] = p.in_arena ? slots[s.outputs[o]] : empty_strided(p.sizes, p.strides, p.dtype);
+          }
+          s.op->out_kernel(args, attrs, *metas, outs);
+          for (size_t o = 0; o < s.outputs.size(); ++o)
+            if (!plan.slots[s.outputs[o]].in_arena) slots[s.outputs[o]] = std::move(outs[o]);
+          arena->storage->bump_version();
+        } else {
+          std::vector<Tensor> res = s.op->kernel(args, attrs, *metas);
+          LATHE_CHECK(res.size() == s.outputs.size(), "the kernel returned ", res.size(),
+                      " outputs, the node has ", s.outputs.size());
+          for (size_t o = 0; o < res.size(); ++o) slots[s.outputs[o]] = std::move(res[o]);
+        }
+        for (int i : s.mutated) args[i].bump_version();
+      } catch (const Error& e) {
+        throw node_error(s, e);
+      }
+      for (int r : s.release)
+        if (!plan.slots[r].in_arena) slots[r] = Tensor();
+    }
+    std::vector<Tensor> result;
+    result.reserve(outputs_.size());
+    for (int o : outputs_) result.push_back(slots[o]);
+    // Drop the references to the caller's tensors and this call's results.
+    for (int s = 0; s < num_slots_; ++s)
+      if (!plan.slots[s].in_arena) slots[s] = Tensor();
+    args.clear();
+    outs.clear();
+    give_back(plan, std::move(arena));
+    return result;
+  }
+
+  int num_slots_ = 0;
+  std::vector<InputCheck> inputs_;
+  std::vector<Step> steps_;
+  std::vector<int> outputs_;
+  std::vector<int> last_use_;
+  std::vector<bool> pinned_;
+  mutable std::mutex plans_mu_;
+  std::vector<std::shared_ptr<Plan>> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<PlannedExecutable> make_planned_executable(const ir::Graph& graph) {
+  return std::make_unique<Executor>(graph);
+}
+
+}  // namespace lathe::backend::cpu

@@ -1,0 +1,112 @@
+#include "lathe/backend/cpu/fuse_attention.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "lathe/backend/cpu/match.h"
+#include "lathe/backend/cpu/rewrite.h"
+#include "lathe/ops/register.h"
+
+namespace lathe::backend::cpu {
+namespace {
+
+struct Chain {
+  std::vector<const ir::Node*> nodes;  // the first matmul first, in graph order
+  const ir::Value* scale = nullptr;
+  bool divide = false;
+  const ir::Value* mask = nullptr;
+  const ir::Value* v = nullptr;
+};
+
+bool is_f32_rank(const ir::Value* v, size_t rank) {
+  return v && v->type().dtype == DType::f32 && v->type().sizes.size() == rank;
+}
+
+// The other operand of a binary node n reading `v`, when it is a 0-d f32 value.
+const ir::Value* scalar_operand(const ir::Node* n, const ir::Value* v, bool first_only) {
+  if (n->inputs().size() != 2) return nullptr;
+  const ir::Value* other = nullptr;
+  if (n->inputs()[0] == v)
+    other = n->inputs()[1];
+  else if (!first_only && n->inputs()[1] == v)
+    other = n->inputs()[0];
+  return other != v && is_f32_rank(other, 0) ? other : nullptr;
+}
+
+Chain match_chain(const ir::Node* mm, const ChainLimits& limits) {
+  Chain c;
+  const ir::Value* q = mm->inputs()[0];
+  const ir::Value* kt = mm->inputs()[1];
+  if (!is_f32_rank(q, 4) || !is_f32_rank(kt, 4) || !is_f32_rank(mm->output(), 4)) return c;
+  std::vector<const ir::Node*> nodes{mm};
+  const ir::Value* x = mm->output();
+  const ir::Node* next = sole_user(x, limits);
+  if (is_op(next, "mul") && !next->attrs().has("alpha")) {
+    if ((c.scale = scalar_operand(next, x, false))) {
+      nodes.push_back(next);
+      x = next->output();
+      next = sole_user(x, limits);
+    }
+  } else if (is_op(next, "div")) {
+    if ((c.scale = scalar_operand(next, x, true))) {
+      c.divide = true;
+      nodes.push_back(next);
+      x = next->output();
+      next = sole_user(x, limits);
+    }
+  }
+  if (is_op(next, "add") && next->inputs().size() == 2 &&
+      (!next->attrs().has("alpha") || next->attrs().get_double("alpha") == 1.0)) {
+    const ir::Value* m = next->inputs()[0] == x ? next->inputs()[1] : next->inputs()[0];
+    if (m != x && m->type().dtype == DType::f32 && m->type().sizes.size() <= 4 &&
+        same_sizes(next->output()->type().sizes, x->type().sizes)) {
+      c.mask = m;
+      nodes.push_back(next);
+      x = next->output();
+      next = sole_user(x, limits);
+    }
+  }
+  if (!is_op(next, "softmax")) return c;
+  const int64_t dim = next->attrs().get_int("dim");
+  if (dim != -1 && dim != 3) return c;
+  nodes.push_back(next);
+  x = next->output();
+  next = sole_user(x, limits);
+  if (!is_op(next, "matmul") || next->inputs()[0] != x || next->inputs()[1] == x) return c;
+  const ir::Value* v = next->inputs()[1];
+  if (!is_f32_rank(v, 4) || !is_f32_rank(next->output(), 4)) return c;
+  nodes.push_back(next);
+  c.v = v;
+  c.nodes = std::move(nodes);
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<ir::Graph> fuse_attention(const ir::Graph& g, FuseAttentionStats* stats) {
+  const OpDef& fused_op = LATHE_OP("sdpa_fused");
+  std::unordered_set<const ir::Node*> absorbed;
+  auto by_last = collect_chains<Chain>(g, "matmul", match_chain, absorbed);
+
+  FuseAttentionStats s;
+  auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
+    auto it = by_last.find(&n);
+    if (it == by_last.end()) return absorbed.count(&n) != 0;  // inside a chain: dropped
+    const Chain& c = it->second;
+    const ir::Node* mm = c.nodes.front();
+    std::vector<ir::Value*> inputs{copy[mm->inputs()[0]], copy[mm->inputs()[1]], copy[c.v],
+                                   c.scale ? copy[c.scale] : nullptr,
+                                   c.mask ? copy[c.mask] : nullptr};
+    Attrs attrs{{"scale", 1.0}, {"divide", c.divide}};
+    ir::Node* f =
+        copy.graph->add_node(fused_op, std::move(inputs), std::move(attrs), {n.output()->type()});
+    copy.map[n.output()] = f->output();
+    ++s.fused;
+    s.masked += c.mask != nullptr;
+    return true;
+  });
+  if (stats) *stats = s;
+  return out;
+}
+
+}  // namespace lathe::backend::cpu

@@ -1,0 +1,29 @@
+// Static memory planning: place buffers with known sizes and lifetimes into one arena so that
+// buffers whose lifetimes overlap never overlap in memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace lathe::backend::cpu {
+
+// A buffer live from step `first` to step `last` (inclusive).
+struct BufferLifetime {
+  size_t bytes = 0;
+  int first = 0;
+  int last = 0;
+};
+
+struct ArenaLayout {
+  std::vector<size_t> offsets;  // per buffer, multiples of kArenaAlignment
+  size_t bytes = 0;             // arena size
+};
+
+constexpr size_t kArenaAlignment = 64;
+
+// Greedy by size (largest first), each buffer at the lowest aligned offset that fits between the
+// already placed buffers whose lifetimes overlap its own. Deterministic.
+ArenaLayout plan_arena(const std::vector<BufferLifetime>& buffers);
+
+}  // namespace lathe::backend::cpu
