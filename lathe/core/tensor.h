@@ -18,6 +18,7 @@ namespace lathe {
 // Per-dim compile hints (mark_dynamic / mark_static), defined by lathe/trace.
 struct DimHints;
 class Tensor;
+struct AutogradMeta;  // lathe/ops/autograd.h: grad, grad_fn, view flag
 namespace lazy {
 struct LazyValue;  // lathe/lazy: what a tensor on the lazy device will hold after sync()
 }
@@ -31,6 +32,7 @@ struct TensorImpl {
   DType dtype = DType::f32;
   Device device;
   bool requires_grad = false;
+  std::shared_ptr<AutogradMeta> autograd;  // null until autograd records or accumulates into it
   // Set by lathe::mark_dynamic / mark_static; read when a compiled function traces this tensor.
   std::shared_ptr<DimHints> dim_hints;
   // Lazy device only: the pending IR value when `storage` is null, else (optionally) the cached
@@ -75,6 +77,19 @@ class Tensor {
     impl_->requires_grad = r;
     return *this;
   }
+
+  // ---- autograd (defined by lathe_ops, ops/autograd.cpp) ----
+  // The gradient a backward() accumulated into this leaf; undefined before.
+  Tensor grad() const;
+  void set_grad(const Tensor& g) const;  // undefined: clears it (zero_grad(set_to_none))
+  // True unless recorded by autograd as the result of an op (PyTorch's is_leaf).
+  bool is_leaf() const;
+  // The op that produced this tensor under autograd ("" for leaves).
+  std::string grad_fn_name() const;
+  // Backpropagates from this tensor; `gradient` may be omitted only for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // A tensor sharing this one's data (and version counter) outside autograd's graph.
+  Tensor detach() const;
 
   // ---- data ----
   // Pointer to the first element; throws for tensors without data (fake / lazy).

@@ -400,6 +400,10 @@ Conv2dParams conv_params(const Attrs& a) {
   return p;
 }
 
+Pool2dParams pool2d_params(const Attrs& a, const char* op, bool has_dilation) {
+  return pool_params(a, op, has_dilation);
+}
+
 std::vector<AttrSpec> conv2d_attrs() {
   return {required("stride", AttrType::int_list), required("padding", AttrType::int_list),
           required("dilation", AttrType::int_list), required("groups", AttrType::integer)};

@@ -32,9 +32,13 @@ using ShapeRule = std::function<std::vector<TensorMeta>(TensorList, const Attrs&
 // Computes the outputs on CPU from real inputs and the metadata the shape rule produced.
 using EagerKernel =
     std::function<std::vector<Tensor>(TensorList, const Attrs&, const std::vector<TensorMeta>&)>;
-// Vector-Jacobian product, written with ops (filled in by the autograd issue).
-using VjpRule = std::function<std::vector<Tensor>(TensorList inputs, TensorList outputs,
-                                                  TensorList grad_outputs, const Attrs&)>;
+// Vector-Jacobian product, written with ops (lathe/ops/vjp_*.cpp): one gradient per input
+// (undefined for inputs that get none, or whose needs_grad entry is false). Inputs and outputs
+// the op does not declare it reads (OpDef::vjp_reads_input / vjp_reads_outputs) arrive as
+// tensors with their sizes and dtype but no data. Every grad_output is defined.
+using VjpRule = std::function<std::vector<Tensor>(
+    TensorList inputs, TensorList outputs, TensorList grad_outputs, const Attrs&,
+    const std::vector<bool>& needs_grad)>;
 
 // What kind of computation an op is; passes and backends read it instead of lists of op names.
 enum class OpCategory : uint8_t {
@@ -87,6 +91,11 @@ struct OpDef {
   ShapeRule shape;
   EagerKernel kernel;
   VjpRule vjp;
+  // The values autograd saves for the vjp: input i is saved when vjp_reads_input(i, attrs) is
+  // true (unset: every input), the outputs when vjp_reads_outputs. Only saved values are checked
+  // against in-place changes, so `y = x + 1; y.relu_()` stays legal as in PyTorch.
+  std::function<bool(int input, const Attrs&)> vjp_reads_input = nullptr;
+  bool vjp_reads_outputs = false;
   // Inputs the op may write in place (add_, copy_: input 0; batch_norm: running_mean and
   // running_var, inputs 1 and 2). `mutates_when` narrows it by the attributes.
   std::vector<int> mutated_inputs;
@@ -132,6 +141,8 @@ class OpRegistry {
   const OpDef& get(const std::string& name) const;
   const OpDef* find(const std::string& name) const;
   std::vector<std::string> names() const;
+  // For registration code only (the vjp rules attach to the ops registered before them).
+  OpDef& get_mutable(const std::string& name);
 
  private:
   OpRegistry() = default;
