@@ -65,8 +65,9 @@ void check_vjp_traces(const std::string& name, const std::function<Tensor(const 
   EXPECT_EQ(compiled.stats().compiles, 1);
   EXPECT_EQ(compiled.stats().eager_calls, 0);
   // Sizes of 2 or more are symbols (s0, s1, ...) unless a shape rule pins them.
-  if (expect_symbols)
+  if (expect_symbols) {
     EXPECT_NE(compiled.graph_string().find("s0"), std::string::npos) << compiled.graph_string();
+  }
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].shape(), want[i].shape()) << "gradient " << i;
