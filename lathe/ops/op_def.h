@@ -36,9 +36,9 @@ using EagerKernel =
 // (undefined for inputs that get none, or whose needs_grad entry is false). Inputs and outputs
 // the op does not declare it reads (OpDef::vjp_reads_input / vjp_reads_outputs) arrive as
 // tensors with their sizes and dtype but no data. Every grad_output is defined.
-using VjpRule = std::function<std::vector<Tensor>(
-    TensorList inputs, TensorList outputs, TensorList grad_outputs, const Attrs&,
-    const std::vector<bool>& needs_grad)>;
+using VjpRule = std::function<std::vector<Tensor>(TensorList inputs, TensorList outputs,
+                                                  TensorList grad_outputs, const Attrs&,
+                                                  const std::vector<bool>& needs_grad)>;
 
 // What kind of computation an op is; passes and backends read it instead of lists of op names.
 enum class OpCategory : uint8_t {
@@ -91,11 +91,6 @@ struct OpDef {
   ShapeRule shape;
   EagerKernel kernel;
   VjpRule vjp;
-  // The values autograd saves for the vjp: input i is saved when vjp_reads_input(i, attrs) is
-  // true (unset: every input), the outputs when vjp_reads_outputs. Only saved values are checked
-  // against in-place changes, so `y = x + 1; y.relu_()` stays legal as in PyTorch.
-  std::function<bool(int input, const Attrs&)> vjp_reads_input = nullptr;
-  bool vjp_reads_outputs = false;
   // Inputs the op may write in place (add_, copy_: input 0; batch_norm: running_mean and
   // running_var, inputs 1 and 2). `mutates_when` narrows it by the attributes.
   std::vector<int> mutated_inputs;
@@ -119,6 +114,13 @@ struct OpDef {
   // the new value of each written input (in mutated_inputs order). add_ -> add; batch_norm ->
   // batch_norm_functional (y, new running_mean, new running_var).
   const char* functional_variant = nullptr;
+
+  // ---- autograd ----
+  // The values autograd saves for the vjp: input i is saved when vjp_reads_input(i, attrs) is
+  // true (unset: every input), the outputs when vjp_reads_outputs. Only saved values are checked
+  // against in-place changes, so `y = x + 1; y.relu_()` stays legal as in PyTorch.
+  std::function<bool(int input, const Attrs&)> vjp_reads_input = nullptr;
+  bool vjp_reads_outputs = false;
 
   // True when a call with these attributes writes into input `input`.
   bool mutates(const Attrs& attrs, int input) const;

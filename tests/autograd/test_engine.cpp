@@ -4,6 +4,7 @@
 
 #include "lathe/core/grad_mode.h"
 #include "lathe/core/random.h"
+#include "lathe/nn/layers.h"
 #include "lathe/ops/autograd.h"
 #include "lathe/ops/ops.h"
 
@@ -168,4 +169,27 @@ TEST(AutogradEngine, DropoutGradientReplaysTheForwardMask) {
   }
   EXPECT_GT(kept, 10);
   EXPECT_LT(kept, 54);
+}
+
+TEST(AutogradEngine, LoadStateDictIntoParametersThatRequireGrad) {
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  for (Tensor& p : lin->parameters()) p.set_requires_grad(true);
+  std::map<std::string, Tensor> sd{{"weight", ones({2, 3})}, {"bias", zeros({2})}};
+  lin->load_state_dict(sd);  // in place under no-grad, as torch's load_state_dict
+  EXPECT_EQ(lin->param("weight").to_vector<float>(), std::vector<float>(6, 1.0f));
+  Tensor y = sum(lin->forward(ones({1, 3})));
+  y.backward();
+  EXPECT_EQ(lin->param("weight").grad().to_vector<float>(), std::vector<float>(6, 1.0f));
+}
+
+TEST(AutogradEngine, ModuleToKeepsParametersLeaves) {
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  for (Tensor& p : lin->parameters()) p.set_requires_grad(true);
+  lin->to(DType::f64);
+  Tensor w = lin->param("weight");
+  EXPECT_TRUE(w.is_leaf());
+  EXPECT_TRUE(w.requires_grad());
+  sum(lin->forward(ones({2, 3}, DType::f64))).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(6, 2.0));
 }
