@@ -23,7 +23,8 @@ class Tensor;
 struct TensorExtension {
   virtual ~TensorExtension() = default;
 };
-enum class TensorSlot : uint8_t { compile_hints, device_value, count };
+// lathe/ops keeps autograd's grad and grad_fn in the autograd slot.
+enum class TensorSlot : uint8_t { compile_hints, device_value, autograd, count };
 
 // The state behind a Tensor handle. Fake tensors (tracing) have sizes but no storage.
 struct TensorImpl {
@@ -82,6 +83,19 @@ class Tensor {
     impl_->requires_grad = r;
     return *this;
   }
+
+  // ---- autograd (defined by lathe_ops, ops/autograd.cpp) ----
+  // The gradient a backward() accumulated into this leaf; undefined before.
+  Tensor grad() const;
+  void set_grad(const Tensor& g) const;  // undefined: clears it (zero_grad(set_to_none))
+  // True unless recorded by autograd as the result of an op (PyTorch's is_leaf).
+  bool is_leaf() const;
+  // The op that produced this tensor under autograd ("" for leaves).
+  std::string grad_fn_name() const;
+  // Backpropagates from this tensor; `gradient` may be omitted only for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // A tensor sharing this one's data (and version counter) outside autograd's graph.
+  Tensor detach() const;
 
   // ---- data ----
   // Pointer to the first element; throws for tensors without data (fake / lazy).

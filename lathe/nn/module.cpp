@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "lathe/core/grad_mode.h"
+
 namespace lathe::nn {
 
 namespace {
@@ -161,6 +163,8 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
       msg += detail::str("; shape mismatches (", mismatched.size(), "): ", join(mismatched));
     throw Error(msg);
   }
+  // Loading writes parameters in place: not something autograd records (as torch.no_grad()).
+  NoGradGuard no_grad;
   for (auto& [name, t] : own) {
     auto it = sd.find(name);
     if (it == sd.end()) continue;
@@ -175,6 +179,8 @@ void Module::train(bool on) {
 }
 
 Module& Module::to(Device device) {
+  // The moved / converted tensors stay leaves (as torch's Module.to).
+  NoGradGuard no_grad;
   auto move = [&](Module& m, Tensor& t) {
     if (!t.defined() || t.device() == device) return;
     Tensor moved = t.to(device);
@@ -192,6 +198,7 @@ Module& Module::to(Device device) {
 Module& Module::to(DType dtype) {
   LATHE_CHECK(is_floating(dtype), "[Module.to] dtype must be floating point, got ",
               dtype_name(dtype));
+  NoGradGuard no_grad;
   auto convert = [&](Module& m, Tensor& t) {
     if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) return;
     Tensor converted = t.to(dtype);

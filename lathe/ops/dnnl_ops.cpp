@@ -431,6 +431,10 @@ std::shared_ptr<const ParsedAttrs> parse_conv2d_attrs(const Attrs& a) {
   return parsed;
 }
 
+Pool2dParams pool2d_params(const Attrs& a, const char* op, bool has_dilation) {
+  return pool_params(a, op, has_dilation);
+}
+
 std::vector<AttrSpec> conv2d_attrs() {
   return {required("stride", AttrType::int_list), required("padding", AttrType::int_list),
           required("dilation", AttrType::int_list), required("groups", AttrType::integer)};
@@ -445,20 +449,18 @@ void register_dnnl_ops(OpRegistry& r) {
   r.add(std::move(conv2d));
   r.add(define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction, {}));
   r.add(define_out_op("matmul", 2, matmul_rule, matmul_out_kernel, C::contraction, {}));
-  OpDef max_pool = define_out_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_out_kernel,
-                                 C::pooling,
-                                 {required("kernel", T::int_list), required("stride", T::int_list),
-                                  required("padding", T::int_list),
-                                  required("dilation", T::int_list),
-                                  required("ceil_mode", T::boolean)});
+  OpDef max_pool =
+      define_out_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_out_kernel, C::pooling,
+                    {required("kernel", T::int_list), required("stride", T::int_list),
+                     required("padding", T::int_list), required("dilation", T::int_list),
+                     required("ceil_mode", T::boolean)});
   max_pool.parse_attrs = [](const Attrs& a) { return parse_pool_attrs(a, "max_pool2d", true); };
   r.add(std::move(max_pool));
-  OpDef avg_pool = define_out_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_out_kernel,
-                                 C::pooling,
-                                 {required("kernel", T::int_list), required("stride", T::int_list),
-                                  required("padding", T::int_list),
-                                  required("ceil_mode", T::boolean),
-                                  required("count_include_pad", T::boolean)});
+  OpDef avg_pool =
+      define_out_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_out_kernel, C::pooling,
+                    {required("kernel", T::int_list), required("stride", T::int_list),
+                     required("padding", T::int_list), required("ceil_mode", T::boolean),
+                     required("count_include_pad", T::boolean)});
   avg_pool.parse_attrs = [](const Attrs& a) { return parse_pool_attrs(a, "avg_pool2d", false); };
   r.add(std::move(avg_pool));
   r.add(define_out_op("adaptive_avg_pool2d", 1, adaptive_avg_pool2d_rule,

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "lathe/core/device_registry.h"
+#include "lathe/ops/autograd.h"
 #include "lathe/ops/register.h"
 
 namespace lathe {
@@ -23,6 +24,8 @@ OpRegistry& OpRegistry::global() {
     detail::register_fused_ops(*r);
     detail::register_functional_ops(*r);
     detail::register_attention_ops(*r);
+    detail::register_backward_ops(*r);
+    detail::register_vjps(*r);
     return r;
   }();
   return *reg;
@@ -44,6 +47,12 @@ const OpDef& OpRegistry::get(const std::string& name) const {
   const OpDef* op = find(name);
   LATHE_CHECK(op != nullptr, "[ops] unknown op '", name, "'");
   return *op;
+}
+
+OpDef& OpRegistry::get_mutable(const std::string& name) {
+  for (auto& op : ops_)
+    if (op->name == name) return *op;
+  throw Error(detail::str("[ops] unknown op '", name, "'"));
 }
 
 std::vector<std::string> OpRegistry::names() const {
@@ -215,20 +224,27 @@ std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& at
     if (!on_device && t.defined() && !t.impl().device.is_cpu()) on_device = &t;
   if (on_device) check_devices(op, inputs, on_device->device());
   std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+  // Modes (the tracer) see ops without autograd: compiled training is not built yet.
   if (DispatchMode* mode = current_dispatch_mode())
     return mode->dispatch(op, inputs, attrs, std::move(metas));
-  if (on_device)
-    return detail::device_functions(on_device->device().kind(), op.name.c_str())
-        .dispatch(op, inputs, attrs, std::move(metas));
-  for (const Tensor& t : inputs) {
-    if (t.defined() && !t.has_storage())
-      throw Error(detail::str("[", op.name, "] input ", t.shape_string(),
-                              " has no data (fake or lazy tensor outside its mode)"));
+  const bool record = detail::autograd_should_record(op, inputs, attrs);
+  const detail::AutogradPreState pre = record ? detail::autograd_before(op) : detail::AutogradPreState{};
+  std::vector<Tensor> out;
+  if (on_device) {
+    out = detail::device_functions(on_device->device().kind(), op.name.c_str())
+              .dispatch(op, inputs, attrs, std::move(metas));
+  } else {
+    for (const Tensor& t : inputs) {
+      if (t.defined() && !t.has_storage())
+        throw Error(detail::str("[", op.name, "] input ", t.shape_string(),
+                                " has no data (fake or lazy tensor outside its mode)"));
+    }
+    out = op.kernel(inputs, attrs, metas);
+    for (int i : op.mutated_inputs)
+      if (i < static_cast<int>(inputs.size()) && inputs[i].defined() && op.mutates(attrs, i))
+        inputs[i].bump_version();
   }
-  std::vector<Tensor> out = op.kernel(inputs, attrs, metas);
-  for (int i : op.mutated_inputs)
-    if (i < static_cast<int>(inputs.size()) && inputs[i].defined() && op.mutates(attrs, i))
-      inputs[i].bump_version();
+  if (record) detail::autograd_record(op, inputs, attrs, out, pre);
   return out;
 }
 

@@ -38,9 +38,13 @@ using EagerKernel =
 // pointwise ops an output may be the very buffer of a same-shaped, same-strided input.
 using OutKernel = std::function<void(TensorList inputs, const Attrs&,
                                      const std::vector<TensorMeta>&, TensorList outputs)>;
-// Vector-Jacobian product, written with ops (filled in by the autograd issue).
+// Vector-Jacobian product, written with ops (lathe/ops/vjp_*.cpp): one gradient per input
+// (undefined for inputs that get none, or whose needs_grad entry is false). Inputs and outputs
+// the op does not declare it reads (OpDef::vjp_reads_input / vjp_reads_outputs) arrive as
+// tensors with their sizes and dtype but no data. Every grad_output is defined.
 using VjpRule = std::function<std::vector<Tensor>(TensorList inputs, TensorList outputs,
-                                                  TensorList grad_outputs, const Attrs&)>;
+                                                  TensorList grad_outputs, const Attrs&,
+                                                  const std::vector<bool>& needs_grad)>;
 
 // What kind of computation an op is; passes and backends read it instead of lists of op names.
 enum class OpCategory : uint8_t {
@@ -122,6 +126,13 @@ struct OpDef {
   // The kernel writing into given outputs (see OutKernel); unset for ops that only allocate.
   OutKernel out_kernel = nullptr;
 
+  // ---- autograd ----
+  // The values autograd saves for the vjp: input i is saved when vjp_reads_input(i, attrs) is
+  // true (unset: every input), the outputs when vjp_reads_outputs. Only saved values are checked
+  // against in-place changes, so `y = x + 1; y.relu_()` stays legal as in PyTorch.
+  std::function<bool(int input, const Attrs&)> vjp_reads_input = nullptr;
+  bool vjp_reads_outputs = false;
+
   // True when a call with these attributes writes into input `input`.
   bool mutates(const Attrs& attrs, int input) const;
   // True when a call with these attributes writes into any input.
@@ -147,6 +158,8 @@ class OpRegistry {
   const OpDef& get(const std::string& name) const;
   const OpDef* find(const std::string& name) const;
   std::vector<std::string> names() const;
+  // For registration code only (the vjp rules attach to the ops registered before them).
+  OpDef& get_mutable(const std::string& name);
 
  private:
   OpRegistry() = default;

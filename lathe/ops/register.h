@@ -16,6 +16,8 @@ void register_dnnl_ops(OpRegistry& r);         // dnnl_ops.cpp (conv, matmul, li
 void register_fused_ops(OpRegistry& r);        // fused_ops.cpp (conv2d_fused)
 void register_functional_ops(OpRegistry& r);   // functional_ops.cpp (copy, fill, scatter)
 void register_attention_ops(OpRegistry& r);    // attention_ops.cpp (sdpa_fused)
+void register_backward_ops(OpRegistry& r);     // backward_ops.cpp (conv / pool backward, ...)
+void register_vjps(OpRegistry& r);             // vjp_*.cpp: attaches OpDef::vjp (last)
 
 // An OpDef with its category and attribute schema (other properties are set on the result).
 inline OpDef define_op(const char* name, int num_inputs, ShapeRule shape, EagerKernel kernel,
@@ -41,6 +43,9 @@ struct Conv2dAttrs : ParsedAttrs {
   Conv2dParams params;
 };
 std::shared_ptr<const ParsedAttrs> parse_conv2d_attrs(const Attrs& a);  // dnnl_ops.cpp
+// kernel / stride / padding / dilation / ceil_mode / count_include_pad of a pooling call.
+struct Pool2dParams;
+Pool2dParams pool2d_params(const Attrs& a, const char* op, bool has_dilation);  // dnnl_ops.cpp
 // The attribute schema of conv2d (conv2d_fused extends it).
 std::vector<AttrSpec> conv2d_attrs();  // dnnl_ops.cpp
 

@@ -857,7 +857,18 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
        "scaled_dot_product_attention composes) with no single PyTorch op; "
        "tests/backend/test_attention.cpp checks it against those ops, each with oracle cases"},
   };
-  return m;
+  // The gradient ops that vjp rules call (lathe/ops/backward_ops.h) are PyTorch's gradients,
+  // not ops of torch's functional API: tests/autograd/test_grads_oracle.cpp checks them against
+  // torch.autograd, and tests/autograd/test_gradcheck.cpp against finite differences.
+  static const std::map<std::string, std::string> with_gradients = [] {
+    std::map<std::string, std::string> r = m;
+    for (const char* op :
+         {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward",
+          "avg_pool2d_backward", "adaptive_avg_pool2d_backward", "embedding_backward"})
+      r[op] = "a gradient op, checked against torch.autograd by tests/autograd";
+    return r;
+  }();
+  return with_gradients;
 }
 
 // The ops a case dispatches at top level (nested dispatches from inside a kernel are not counted,

@@ -1,0 +1,354 @@
+#include "lathe/ops/autograd.h"
+
+#include <algorithm>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "lathe/core/grad_mode.h"
+#include "lathe/ops/ops.h"
+
+namespace lathe {
+namespace {
+
+uint64_t storage_version(const Tensor& t) {
+  return t.has_storage() ? t.impl().storage->version() : 0;
+}
+
+// Sizes, strides and dtype of t without its data: what a vjp sees of a value it does not read.
+Tensor shape_only(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = t.sizes();
+  impl->strides = t.strides();
+  impl->offset = t.storage_offset();
+  impl->dtype = t.dtype();
+  impl->device = t.device();
+  return Tensor(std::move(impl));
+}
+
+SavedTensor save(const Tensor& t, bool reads_value) {
+  SavedTensor s;
+  if (!t.defined()) return s;
+  if (!reads_value) {
+    s.value = shape_only(t);
+    return s;
+  }
+  s.value = t;
+  s.version = storage_version(t);
+  s.has_data = true;
+  return s;
+}
+
+bool is_leaf_impl(const TensorImpl& impl) {
+  const AutogradMeta* meta = autograd_meta(impl);
+  return !meta || !meta->grad_fn;
+}
+
+// Recording order, for running later nodes first (a thread's graph is recorded on that thread).
+thread_local uint64_t next_sequence_nr = 0;
+
+std::string op_label(const AutogradNode& node) { return node.op ? node.op->name : "?"; }
+
+}  // namespace
+
+namespace detail {
+
+Tensor alias_without_autograd(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(t.impl());
+  impl->requires_grad = false;
+  impl->extension(TensorSlot::autograd) = nullptr;
+  return Tensor(std::move(impl));
+}
+
+bool autograd_should_record(const OpDef& op, TensorList inputs, const Attrs& attrs) {
+  if (!GradMode::is_enabled()) return false;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.impl().requires_grad);
+  if (!any) return false;
+  for (int i : op.mutated_inputs) {
+    if (i >= static_cast<int>(inputs.size()) || !inputs[i].defined() || !op.mutates(attrs, i))
+      continue;
+    const Tensor& t = inputs[i];
+    const bool result_aliases =
+        std::find(op.output_aliases.begin(), op.output_aliases.end(), i) != op.output_aliases.end();
+    if (t.requires_grad() && is_leaf_impl(t.impl()))
+      throw Error(str("[", op.name,
+                      "] a leaf tensor that requires grad is being used in an in-place operation "
+                      "(",
+                      t.shape_string(),
+                      "); wrap the update in a NoGradGuard or use the "
+                      "out-of-place op"));
+    if (t.requires_grad() || result_aliases)
+      throw Error(str("[", op.name,
+                      "] in-place operations on tensors that autograd records are "
+                      "not supported (",
+                      t.shape_string(),
+                      "); use the out-of-place op, or a NoGradGuard when no gradient should flow"));
+  }
+  return true;
+}
+
+AutogradPreState autograd_before(const OpDef& op) {
+  AutogradPreState pre;
+  if (op.category == OpCategory::random) pre.rng = default_generator().state();
+  return pre;
+}
+
+void autograd_record(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                     std::vector<Tensor>& outputs, const AutogradPreState& pre) {
+  auto node = std::make_shared<AutogradNode>();
+  node->op = &op;
+  node->attrs = attrs;
+  if (pre.rng) {
+    node->attrs.set("rng_seed", static_cast<int64_t>(pre.rng->seed));
+    node->attrs.set("rng_offset", static_cast<int64_t>(pre.rng->offset));
+  }
+  node->sequence_nr = next_sequence_nr++;
+  node->inputs.reserve(inputs.size());
+  node->next.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const bool reads = !op.vjp_reads_input || op.vjp_reads_input(static_cast<int>(i), attrs);
+    node->inputs.push_back(save(t, reads));
+    if (!t.defined() || !t.impl().requires_grad) continue;
+    const AutogradMeta* meta = autograd_meta(t.impl());
+    if (meta && meta->grad_fn)
+      node->next[i] = {meta->grad_fn, meta->output_nr, nullptr};
+    else
+      node->next[i] = {nullptr, 0, t.impl_ptr()};
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Tensor& o = outputs[k];
+    if (!o.defined()) {
+      node->outputs.emplace_back();
+      continue;
+    }
+    // A kernel handing back an input's own handle must not overwrite that input's history.
+    for (const Tensor& t : inputs)
+      if (t.defined() && t.is_same(o)) o = alias_without_autograd(o);
+    if (is_floating(o.dtype())) {
+      auto meta = std::make_shared<AutogradMeta>();
+      meta->grad_fn = node;
+      meta->output_nr = static_cast<int>(k);
+      meta->is_view = op.category == OpCategory::view;
+      o.impl().requires_grad = true;
+      o.impl().extension(TensorSlot::autograd) = std::move(meta);
+    }
+    // The saved output is a handle without autograd state: one holding grad_fn would keep the
+    // node alive from inside itself.
+    node->outputs.push_back(save(alias_without_autograd(o), op.vjp_reads_outputs));
+  }
+}
+
+}  // namespace detail
+
+namespace autograd {
+namespace {
+
+[[noreturn]] void throw_freed(const AutogradNode& node) {
+  throw Error(detail::str(
+      "[autograd] trying to backward through the graph a second time (or to read saved tensors "
+      "after they were freed): the saved values of '",
+      op_label(node),
+      "' were freed by an earlier backward(). Pass retain_graph=true to the first backward() if "
+      "you need to backward through the graph again"));
+}
+
+void check_versions(const AutogradNode& node) {
+  auto check = [&](const std::vector<SavedTensor>& saved, const char* what) {
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const SavedTensor& s = saved[i];
+      if (!s.has_data) continue;
+      const uint64_t now = storage_version(s.value);
+      if (now != s.version)
+        throw Error(detail::str(
+            "[autograd] one of the variables needed for gradient computation has been modified "
+            "by an inplace operation: [",
+            s.value.shape_string(), "], which is ", what, " ", i, " of ", op_label(node),
+            ", is at version ", now, "; expected version ", s.version, " instead"));
+    }
+  };
+  check(node.inputs, "input");
+  check(node.outputs, "output");
+}
+
+void accumulate_into_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
+  if (g.dtype() != leaf->dtype) g = g.to(leaf->dtype);
+  if (!autograd_meta(*leaf))
+    leaf->extension(TensorSlot::autograd) = std::make_shared<AutogradMeta>();
+  Tensor& grad = autograd_meta(*leaf)->grad;
+  if (!grad.defined()) {
+    // A fresh tensor: the vjp may hand back a caller's tensor (the gradient passed in).
+    grad = g.clone();
+  } else {
+    add_(grad, g);
+  }
+}
+
+bool same_sizes(const Tensor& a, const Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.sizes()[d].maybe_int() != b.sizes()[d].maybe_int()) return false;
+  return true;
+}
+
+struct Pending {
+  std::vector<Tensor> grads;
+  int dependencies = 0;
+};
+
+void add_into(std::vector<Tensor>& slots, int index, const Tensor& g) {
+  if (static_cast<int>(slots.size()) <= index) slots.resize(index + 1);
+  Tensor& slot = slots[index];
+  slot = slot.defined() ? add(slot, g) : g;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  LATHE_CHECK(grads.empty() || grads.size() == roots.size(), "[backward] got ", roots.size(),
+              " tensors and ", grads.size(), " gradients");
+  // The vjps run without recording: double backward is not supported.
+  NoGradGuard no_grad;
+  std::unordered_map<AutogradNode*, Pending> pending;
+  std::vector<std::shared_ptr<AutogradNode>> stack;
+  std::unordered_set<AutogradNode*> seen;
+  std::vector<std::pair<std::shared_ptr<AutogradNode>, int>> root_edges;
+  std::vector<Tensor> root_grads;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& root = roots[r];
+    LATHE_CHECK(root.defined(), "[backward] tensor ", r, " is undefined");
+    LATHE_CHECK(root.requires_grad(), "[backward] element ", r,
+                " of tensors does not require grad and does not have a grad_fn (",
+                root.shape_string(),
+                "): mark an input with set_requires_grad(true) before computing it, outside any "
+                "NoGradGuard");
+    Tensor g = grads.empty() ? Tensor() : grads[r];
+    if (!g.defined()) {
+      LATHE_CHECK(root.numel() == 1,
+                  "[backward] grad can be implicitly created only for "
+                  "one-element outputs; pass a gradient for ",
+                  root.shape_string());
+      g = ones(root.sizes(), root.dtype());
+    } else {
+      LATHE_CHECK(g.shape() == root.shape(), "[backward] gradient ", g.shape_string(),
+                  " does not match the shape of the tensor ", root.shape_string());
+    }
+    if (is_leaf_impl(root.impl())) {
+      accumulate_into_leaf(root.impl_ptr(), g);
+      continue;
+    }
+    const AutogradMeta* meta = autograd_meta(root.impl());
+    root_edges.emplace_back(meta->grad_fn, meta->output_nr);
+    root_grads.push_back(g);
+    if (seen.insert(meta->grad_fn.get()).second) stack.push_back(meta->grad_fn);
+  }
+  // Count, for every node reached, the edges into it from other reached nodes.
+  std::vector<std::shared_ptr<AutogradNode>> all;
+  while (!stack.empty()) {
+    std::shared_ptr<AutogradNode> node = std::move(stack.back());
+    stack.pop_back();
+    pending[node.get()];
+    for (const auto& e : node->next) {
+      if (!e.node) continue;
+      pending[e.node.get()].dependencies++;
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node);
+    }
+    all.push_back(std::move(node));
+  }
+  for (size_t r = 0; r < root_edges.size(); ++r)
+    add_into(pending[root_edges[r].first.get()].grads, root_edges[r].second, root_grads[r]);
+
+  auto later_first = [](const std::shared_ptr<AutogradNode>& a,
+                        const std::shared_ptr<AutogradNode>& b) {
+    return a->sequence_nr < b->sequence_nr;
+  };
+  std::priority_queue<std::shared_ptr<AutogradNode>, std::vector<std::shared_ptr<AutogradNode>>,
+                      decltype(later_first)>
+      ready(later_first);
+  for (const auto& n : all)
+    if (pending[n.get()].dependencies == 0) ready.push(n);
+
+  while (!ready.empty()) {
+    std::shared_ptr<AutogradNode> node = ready.top();
+    ready.pop();
+    if (node->released) throw_freed(*node);
+    check_versions(*node);
+    Pending& p = pending[node.get()];
+    std::vector<Tensor> ins, outs, gouts;
+    for (const SavedTensor& s : node->inputs) ins.push_back(s.value);
+    for (size_t k = 0; k < node->outputs.size(); ++k) {
+      const Tensor& o = node->outputs[k].value;
+      outs.push_back(o);
+      Tensor g = k < p.grads.size() ? p.grads[k] : Tensor();
+      if (!g.defined() && o.defined()) g = zeros(o.sizes(), o.dtype());
+      gouts.push_back(g);
+    }
+    std::vector<bool> needs(node->next.size());
+    for (size_t i = 0; i < needs.size(); ++i) needs[i] = node->next[i].defined();
+    LATHE_CHECK(static_cast<bool>(node->op->vjp), "[autograd] op '", op_label(*node),
+                "' has no vjp: its derivative is not implemented");
+    std::vector<Tensor> in_grads = node->op->vjp(ins, outs, gouts, node->attrs, needs);
+    LATHE_CHECK(in_grads.size() <= ins.size(), "[autograd] the vjp of '", op_label(*node),
+                "' returned ", in_grads.size(), " gradients for ", ins.size(), " inputs");
+    for (size_t i = 0; i < in_grads.size(); ++i) {
+      Tensor g = in_grads[i];
+      if (!needs[i] || !g.defined()) continue;
+      LATHE_CHECK(same_sizes(g, ins[i]), "[autograd] the vjp of '", op_label(*node),
+                  "' returned a gradient ", g.shape_string(), " for input ", i, " ",
+                  ins[i].shape_string());
+      if (g.dtype() != ins[i].dtype()) g = g.to(ins[i].dtype());
+      const auto& e = node->next[i];
+      if (e.leaf) {
+        accumulate_into_leaf(e.leaf, g);
+        continue;
+      }
+      Pending& q = pending[e.node.get()];
+      add_into(q.grads, e.output_nr, g);
+    }
+    // Dependencies drop after the gradients are in, also for edges that carried none.
+    for (size_t i = 0; i < node->next.size(); ++i) {
+      const auto& e = node->next[i];
+      if (!e.node) continue;
+      if (--pending[e.node.get()].dependencies == 0) ready.push(e.node);
+    }
+    if (!retain_graph) {
+      node->inputs.clear();
+      node->outputs.clear();
+      node->released = true;
+    }
+    pending.erase(node.get());
+  }
+}
+
+}  // namespace autograd
+
+// ---- Tensor members ----
+
+Tensor Tensor::grad() const {
+  const AutogradMeta* meta = autograd_meta(*impl_);
+  return meta ? meta->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (!autograd_meta(*impl_)) {
+    if (!g.defined()) return;
+    impl_->extension(TensorSlot::autograd) = std::make_shared<AutogradMeta>();
+  }
+  autograd_meta(*impl_)->grad = g;
+}
+
+bool Tensor::is_leaf() const { return is_leaf_impl(*impl_); }
+
+std::string Tensor::grad_fn_name() const {
+  return is_leaf() ? std::string() : op_label(*autograd_meta(*impl_)->grad_fn);
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+Tensor Tensor::detach() const { return detail::alias_without_autograd(*this); }
+
+}  // namespace lathe

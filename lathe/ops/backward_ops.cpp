@@ -1,0 +1,183 @@
+// conv2d / pooling / embedding backward ops (declared in backward_ops.h); direct-loop kernels in
+// lathe/kernels/backward_loops.cpp.
+#include "lathe/ops/backward_ops.h"
+
+#include "lathe/kernels/backward_loops.h"
+#include "lathe/ops/ops.h"
+#include "lathe/ops/register.h"
+#include "lathe/ops/shape_util.h"
+
+namespace lathe {
+namespace {
+
+using detail::optional;
+using detail::required;
+
+void check_grad_out(const Tensor& go, const Tensor& other, const char* op) {
+  LATHE_CHECK(go.dim() == 4, "[", op, "] grad_out must be 4-d, got ", go.shape_string());
+  LATHE_CHECK(is_floating(go.dtype()) && go.dtype() == other.dtype(), "[", op, "] grad_out ",
+              go.shape_string(), " and ", other.shape_string(), " must share one floating dtype");
+}
+
+// An op whose one output has the sizes of attribute `size_attr` and grad_out's dtype.
+ShapeRule sized_by(const char* op, const char* size_attr) {
+  return [op, size_attr](TensorList in, const Attrs& a) {
+    check_grad_out(in[0], in.size() > 1 ? in[1] : in[0], op);
+    const Shape& s = a.get_shape(size_attr);
+    LATHE_CHECK(s.size() == 4 || std::string(size_attr) == "weight_size", "[", op, "] ", size_attr,
+                " must have 4 dims, got ", s);
+    return std::vector<TensorMeta>{result_meta(s, in[0].dtype(), in[0].device())};
+  };
+}
+
+Tensor fresh(const TensorMeta& m) { return empty(m.sizes, m.dtype); }
+
+std::vector<Tensor> conv_input_kernel(TensorList in, const Attrs& a,
+                                      const std::vector<TensorMeta>& m) {
+  Tensor gi = fresh(m[0]);
+  detail::conv2d_backward_input(in[0].contiguous(), in[1].contiguous(), detail::conv_params(a), gi);
+  return {gi};
+}
+
+std::vector<Tensor> conv_weight_kernel(TensorList in, const Attrs& a,
+                                       const std::vector<TensorMeta>& m) {
+  Tensor gw = fresh(m[0]);
+  detail::conv2d_backward_weight(in[0].contiguous(), in[1].contiguous(), detail::conv_params(a),
+                                 gw);
+  return {gw};
+}
+
+std::vector<TensorMeta> max_pool_rule(TensorList in, const Attrs&) {
+  check_grad_out(in[0], in[1], "max_pool2d_backward");
+  LATHE_CHECK(in[1].dim() == 4, "[max_pool2d_backward] input must be 4-d, got ",
+              in[1].shape_string());
+  return {result_meta(in[1].sizes(), in[1].dtype(), in[1].device())};
+}
+
+std::vector<Tensor> max_pool_kernel(TensorList in, const Attrs& a,
+                                    const std::vector<TensorMeta>& m) {
+  Tensor gi = fresh(m[0]);
+  detail::max_pool2d_backward(in[0].contiguous(), in[1].contiguous(),
+                              detail::pool2d_params(a, "max_pool2d_backward", true), gi);
+  return {gi};
+}
+
+std::vector<Tensor> avg_pool_kernel(TensorList in, const Attrs& a,
+                                    const std::vector<TensorMeta>& m) {
+  Tensor gi = fresh(m[0]);
+  detail::avg_pool2d_backward(in[0].contiguous(),
+                              detail::pool2d_params(a, "avg_pool2d_backward", false), gi);
+  return {gi};
+}
+
+std::vector<Tensor> adaptive_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>& m) {
+  Tensor gi = fresh(m[0]);
+  detail::adaptive_avg_pool2d_backward(in[0].contiguous(), gi);
+  return {gi};
+}
+
+std::vector<TensorMeta> embedding_bwd_rule(TensorList in, const Attrs& a) {
+  const Tensor& go = in[0];
+  const Tensor& idx = in[1];
+  LATHE_CHECK(is_floating(go.dtype()) && go.dim() == idx.dim() + 1,
+              "[embedding_backward] grad_out ", go.shape_string(),
+              " must be floating with one dim more than the indices ", idx.shape_string());
+  LATHE_CHECK(idx.dtype() == DType::i64 || idx.dtype() == DType::i32,
+              "[embedding_backward] indices must be integers, got ", idx.shape_string());
+  return {result_meta({a.get_int("num_weights"), go.sizes().back()}, go.dtype(), go.device())};
+}
+
+std::vector<Tensor> embedding_bwd_kernel(TensorList in, const Attrs&,
+                                         const std::vector<TensorMeta>& m) {
+  Tensor gw = fresh(m[0]);
+  const int64_t dim = m[0].sizes[1].expect_int();
+  Tensor go = in[0].contiguous().reshape({in[1].numel(), dim});
+  detail::embedding_backward(go, in[1].to(DType::i64).contiguous(), gw);
+  return {gw};
+}
+
+std::vector<AttrSpec> with(std::vector<AttrSpec> base, AttrSpec extra) {
+  base.push_back(extra);
+  return base;
+}
+
+}  // namespace
+
+namespace detail {
+void register_backward_ops(OpRegistry& r) {
+  using T = AttrType;
+  using C = OpCategory;
+  r.add(define_op("conv2d_backward_input", 2, sized_by("conv2d_backward_input", "input_size"),
+                  conv_input_kernel, C::contraction,
+                  with(conv2d_attrs(), required("input_size", T::int_list))));
+  r.add(define_op("conv2d_backward_weight", 2, sized_by("conv2d_backward_weight", "weight_size"),
+                  conv_weight_kernel, C::contraction,
+                  with(conv2d_attrs(), required("weight_size", T::int_list))));
+  r.add(define_op("max_pool2d_backward", 2, max_pool_rule, max_pool_kernel, C::pooling,
+                  *r.get("max_pool2d").attr_schema));
+  r.add(define_op("avg_pool2d_backward", 1, sized_by("avg_pool2d_backward", "input_size"),
+                  avg_pool_kernel, C::pooling,
+                  with(*r.get("avg_pool2d").attr_schema, required("input_size", T::int_list))));
+  r.add(define_op("adaptive_avg_pool2d_backward", 1,
+                  sized_by("adaptive_avg_pool2d_backward", "input_size"), adaptive_kernel,
+                  C::pooling, {required("input_size", T::int_list)}));
+  r.add(define_op("embedding_backward", 2, embedding_bwd_rule, embedding_bwd_kernel, C::other,
+                  {required("num_weights", T::integer)}));
+}
+}  // namespace detail
+
+namespace {
+// The forward call's attributes (without what autograd added) plus one more.
+Attrs plus(const Attrs& base, std::initializer_list<const char*> keep, const char* name,
+           AttrValue v) {
+  Attrs a;
+  for (const char* k : keep)
+    for (const auto& [key, value] : base.items())
+      if (std::string(key) == k) a.set(k, value);
+  if (name) a.set(name, std::move(v));
+  return a;
+}
+}  // namespace
+
+Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Shape& input_size,
+                             const Attrs& conv_attrs) {
+  Tensor in[2] = {grad_out, weight};
+  return dispatch1(
+      LATHE_OP("conv2d_backward_input"), in,
+      plus(conv_attrs, {"stride", "padding", "dilation", "groups"}, "input_size", input_size));
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input, const Shape& weight_size,
+                              const Attrs& conv_attrs) {
+  Tensor in[2] = {grad_out, input};
+  return dispatch1(
+      LATHE_OP("conv2d_backward_weight"), in,
+      plus(conv_attrs, {"stride", "padding", "dilation", "groups"}, "weight_size", weight_size));
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Attrs& pool_attrs) {
+  Tensor in[2] = {grad_out, input};
+  return dispatch1(
+      LATHE_OP("max_pool2d_backward"), in,
+      plus(pool_attrs, {"kernel", "stride", "padding", "dilation", "ceil_mode"}, nullptr, {}));
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_size,
+                           const Attrs& pool_attrs) {
+  return dispatch1(
+      LATHE_OP("avg_pool2d_backward"), {&grad_out, 1},
+      plus(pool_attrs, {"kernel", "stride", "padding", "ceil_mode", "count_include_pad"},
+           "input_size", input_size));
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_size) {
+  return dispatch1(LATHE_OP("adaptive_avg_pool2d_backward"), {&grad_out, 1},
+                   Attrs{{"input_size", input_size}});
+}
+
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights) {
+  Tensor in[2] = {grad_out, indices};
+  return dispatch1(LATHE_OP("embedding_backward"), in, Attrs{{"num_weights", num_weights}});
+}
+
+}  // namespace lathe
