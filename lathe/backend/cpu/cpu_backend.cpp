@@ -5,6 +5,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "lathe/backend/cpu/constant_fold.h"
+#include "lathe/backend/cpu/fold_batch_norm.h"
 #include "lathe/backend/cpu/fuse_conv.h"
 #include "lathe/backend/cpu/fuse_linear.h"
 #include "lathe/backend/cpu/rewrite.h"
@@ -45,11 +47,24 @@ std::unique_ptr<ir::Graph> copy_graph(const ir::Graph& g) {
 }  // namespace
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names{"functionalize", "fuse_conv", "fuse_linear", "dce"};
+  static const std::vector<std::string> names{
+      "functionalize",    //
+      "constant_fold",    //
+      "fold_batch_norm",  //
+      "fuse_conv",        //
+      "fuse_linear",      //
+      "dce",              //
+  };
   return names;
 }
 
 std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
+                                      const std::vector<std::string>& disabled) {
+  GraphConstants none;
+  return run_passes(g, none, disabled);
+}
+
+std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
                                       const std::vector<std::string>& disabled) {
   std::vector<std::string> off = split_list(std::getenv("LATHE_DISABLE_PASSES"));
   off.insert(off.end(), disabled.begin(), disabled.end());
@@ -71,12 +86,22 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
       } else {
         try {
           ir::FunctionalGraph f = ir::functionalize(*cur, ir::WriteBack::copy_nodes);
+          LATHE_CHECK(f.graph->inputs().size() == cur->inputs().size(),
+                      "[cpu] functionalize changed the graph inputs");
           cur = std::move(f.graph);
           summary = f.summary();
         } catch (const Error& e) {
           summary = lathe::detail::str("skipped: ", e.what());
         }
       }
+    } else if (name == "constant_fold") {
+      int n = 0;
+      cur = constant_fold(*cur, constants, &n);
+      summary = lathe::detail::str(n, " nodes folded");
+    } else if (name == "fold_batch_norm") {
+      int n = 0;
+      cur = fold_batch_norm(*cur, constants, &n);
+      summary = lathe::detail::str(n, " batch norms folded into their convolution");
     } else if (name == "fuse_conv") {
       FuseConvStats s;
       cur = fuse_conv(*cur, &s);
@@ -102,12 +127,44 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
 
 namespace {
 
+// The interpreter over the rewritten graph, with the constants the passes derived (folded
+// weights, appended as graph inputs) kept here and passed after the caller's inputs.
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(std::unique_ptr<Executable> inner, size_t num_inputs, std::vector<Tensor> derived)
+      : inner_(std::move(inner)), num_inputs_(num_inputs), derived_(std::move(derived)) {}
+
+  std::vector<Tensor> run(std::span<const Tensor> inputs, SymbolValues symbols) override {
+    if (derived_.empty()) return inner_->run(inputs, symbols);
+    LATHE_CHECK(inputs.size() == num_inputs_, "[cpu] the graph takes ", num_inputs_,
+                " inputs, got ", inputs.size());
+    std::vector<Tensor> all(inputs.begin(), inputs.end());
+    all.insert(all.end(), derived_.begin(), derived_.end());
+    return inner_->run(all, symbols);
+  }
+
+ private:
+  std::unique_ptr<Executable> inner_;
+  size_t num_inputs_;
+  std::vector<Tensor> derived_;
+};
+
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  bool uses_constants() const override { return true; }
   std::unique_ptr<Executable> compile(const ir::Graph& graph) override {
-    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph);
-    return make_interpreter_backend()->compile(*g);
+    return compile_with_context(graph, {});
+  }
+  std::unique_ptr<Executable> compile_with_context(const ir::Graph& graph,
+                                                   const CompileContext& context) override {
+    cpu::GraphConstants constants = context.constants;
+    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants);
+    const size_t n = graph.inputs().size();
+    std::vector<Tensor> derived;
+    for (size_t i = n; i < g->inputs().size(); ++i) derived.push_back(constants.at(i));
+    return std::make_unique<CpuExecutable>(make_interpreter_backend()->compile(*g), n,
+                                           std::move(derived));
   }
 };
 

@@ -4,8 +4,12 @@
 // Passes, in order (each in its own file, tested alone):
 //   functionalize  writes (add_, copy_, training batch_norm, writes through views) -> functional
 //               ops, with copy_ into the written inputs at the end (lathe/ir/functionalize.h)
+//   constant_fold  nodes over frozen constants only run at compile time (constant_fold.h)
+//   fold_batch_norm  conv2d + inference batch_norm over frozen weights and statistics -> one
+//               conv2d with the batch norm folded into its weight and bias (fold_batch_norm.h)
 //   fuse_conv   conv2d + inference batch_norm + relu/hardtanh + residual add + relu/hardtanh
-//               -> conv2d_fused (batch norm folded into the weights, the rest as oneDNN post-ops)
+//               -> conv2d_fused (a batch norm not folded at compile time is folded per call;
+//               the rest runs as oneDNN post-ops)
 //   fuse_linear linear + relu/gelu + residual add -> linear_fused (one matmul with post-ops)
 //   dce         drops what the rewrites left unused
 //
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "lathe/backend/backend.h"
+#include "lathe/backend/cpu/rewrite.h"
 
 namespace lathe::backend {
 
@@ -29,6 +34,11 @@ const std::vector<std::string>& pass_names();
 // Runs the pipeline on a copy of g; `disabled` names passes to skip (in addition to
 // LATHE_DISABLE_PASSES). Each pass's output is verified.
 std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
+                                      const std::vector<std::string>& disabled = {});
+// The same with frozen constants (CompileContext::constants): the freezing passes read them and
+// append the constants they derive (as graph inputs; `constants` then describes every input of
+// the returned graph).
+std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
                                       const std::vector<std::string>& disabled = {});
 }  // namespace cpu
 
