@@ -57,7 +57,9 @@ enum class DynamicPolicy : uint8_t {
 };
 
 struct CompileOptions {
-  std::string backend = "interpreter";  // a lathe::backend registry name
+  // A lathe::backend registry name: "cpu" (the optimizing pass pipeline, the default) or
+  // "interpreter" (the reference: runs the traced graph node by node with the eager kernels).
+  std::string backend = "cpu";
   DynamicPolicy dynamic = DynamicPolicy::kAuto;
   // At most this many cache entries; a miss beyond it runs the function eagerly (with one
   // warning naming the failing guard) or throws when error_on_recompile_limit is set.
