@@ -188,6 +188,36 @@ void apply_post_ops(const Tensor& conv, const ConvPostOps& post, const Tensor& o
 
 }  // namespace
 
+void conv2d_forward_blocked8(const Tensor& x, const Tensor& w, const Tensor& bias,
+                             const Conv2dParams& p, const Tensor& out, const ConvPostOps& post) {
+  LATHE_CHECK(x.dtype() == DType::f32 && x.dim() == 5 && out.dim() == 5 && x.is_contiguous() &&
+                  out.is_contiguous(),
+              "[conv2d] the blocked layout takes contiguous f32 [N, C/8, H, W, 8] tensors, got ",
+              x.shape_string(), " and ", out.shape_string());
+  auto xs = x.shape(), os = out.shape();
+  const memory::dims src_dims{xs[0], xs[1] * 8, xs[2], xs[3]};
+  const memory::dims dst_dims{os[0], os[1] * 8, os[2], os[3]};
+  const memory::desc src(src_dims, memory::data_type::f32, memory::format_tag::nChw8c);
+  const memory::desc dst(dst_dims, memory::data_type::f32, memory::format_tag::nChw8c);
+  Tensor wc = w.is_non_overlapping_and_dense() ? w : to_contiguous(w);
+  Tensor b = bias.defined() ? to_contiguous(bias) : bias;
+  DnnlKey key;
+  key.add(3).add(src_dims).add(dst_dims).add(wc.shape()).add(p.groups).add(b.defined() ? 1 : 0);
+  for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
+  dnnl_add_post_ops_key(key, post);
+  key.add(dnnl_prepare_threads());
+  auto prim =
+      dnnl_cached_primitive(key, [&] { return make_conv(src, dst, wc, b.defined(), p, post); });
+  const dnnl::primitive_desc& pd = prim->pd;
+  DnnlWeight wmem = dnnl_cached_weight(
+      wc, [&] { return user_weight_md(wc, p.groups); }, pd.weights_desc());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(pd.src_desc(), x)},
+                                       {DNNL_ARG_WEIGHTS, wmem.mem},
+                                       {DNNL_ARG_DST, dnnl_mem(pd.dst_desc(), out)}};
+  if (b.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(pd.weights_desc(1), b));
+  dnnl_execute(*prim, std::move(args));
+}
+
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
                     const Tensor& out, const ConvPostOps& post) {
   if (out.numel() == 0) return;

@@ -9,6 +9,7 @@
 #include "lathe/backend/cpu/fold_batch_norm.h"
 #include "lathe/backend/cpu/fuse_conv.h"
 #include "lathe/backend/cpu/fuse_linear.h"
+#include "lathe/backend/cpu/plan_layouts.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/backend/interpreter.h"
 #include "lathe/ir/functionalize.h"
@@ -53,6 +54,7 @@ const std::vector<std::string>& pass_names() {
       "fold_batch_norm",  //
       "fuse_conv",        //
       "fuse_linear",      //
+      "plan_layouts",     //
       "dce",              //
   };
   return names;
@@ -112,6 +114,11 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       cur = fuse_linear(*cur, &s);
       summary = lathe::detail::str(s.fused, " fused (", s.act, " with an activation, ", s.residual,
                                    " with a residual add)");
+    } else if (name == "plan_layouts") {
+      PlanLayoutsStats s;
+      cur = plan_layouts(*cur, &s);
+      summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout, ",
+                                   s.to_blocked, " reorders in, ", s.from_blocked, " reorders out");
     } else if (name == "dce") {
       summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");
     }

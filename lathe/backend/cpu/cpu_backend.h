@@ -11,6 +11,8 @@
 //               -> conv2d_fused (a batch norm not folded at compile time is folded per call;
 //               the rest runs as oneDNN post-ops)
 //   fuse_linear linear + relu/gelu + residual add -> linear_fused (one matmul with post-ops)
+//   plan_layouts  chains of conv2d_fused keep activations in oneDNN's blocked layout (nChw8c),
+//               reordered only where a region starts or ends (plan_layouts.h)
 //   dce         drops what the rewrites left unused
 //
 // LATHE_LOGS=passes (or all) prints the graph after each pass to stderr;
