@@ -53,8 +53,7 @@ struct Metrics {
 Metrics metrics();
 void reset_metrics();
 
-// The backend compiling lazy graphs ("cpu" unless changed; "interpreter" is the reference; any
-// registered name).
+// The backend compiling lazy graphs ("interpreter" unless changed; any registered name).
 // Changing it clears the executable cache.
 void set_backend(const std::string& name);
 std::string backend();

@@ -323,6 +323,7 @@ std::vector<TensorMeta> conv2d_blocked8_rule(TensorList in, const Attrs& a) {
   post_ops(a, false);
   m[0].strides = contiguous_strides(sizes);
   m[0].sizes = std::move(sizes);
+  m[0].device = x.device();
   return m;
 }
 

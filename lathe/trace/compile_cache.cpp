@@ -209,8 +209,8 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     hits_.fetch_add(1, std::memory_order_relaxed);
     return run_entry(*e, args);
   }
-  drop_stale_entries();
-  if (!admit_recompile(reason)) {
+  const bool dropped = drop_stale_entries();
+  if (!admit_recompile(reason, dropped)) {
     trace_lock.unlock();
     eager_calls_.fetch_add(1, std::memory_order_relaxed);
     return fn_(args);
@@ -220,18 +220,18 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   return run_entry(*e, args);
 }
 
-void CompileCache::drop_stale_entries() {
+bool CompileCache::drop_stale_entries() {
   std::unique_lock lock(mu_);
-  std::erase_if(entries_, [](const auto& e) { return e->guards.frozen_stale(); });
+  return std::erase_if(entries_, [](const auto& e) { return e->guards.frozen_stale(); }) > 0;
 }
 
-bool CompileCache::admit_recompile(const std::string& reason) {
+bool CompileCache::admit_recompile(const std::string& reason, bool dropped) {
   size_t n;
   {
     std::shared_lock lock(mu_);
     n = entries_.size();
   }
-  if (n > 0) {
+  if (n > 0 || dropped) {
     std::unique_lock lock(mu_);
     last_reason_ = reason;
   }
@@ -409,7 +409,11 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
 void freeze_captures(CacheEntry& entry, const ir::Graph& graph, backend::CompileContext& context) {
   std::vector<uint8_t> written(entry.captured.size(), 0);
   for (int k : entry.written_captures) written[k] = 1;
+  // Inference: grad mode off, or every module read in eval mode (then captures that require
+  // grad stay inputs). A training-style call (modules in train mode, or plain captured tensors
+  // with grad on) freezes nothing: its weights change between calls.
   const bool grad = GradMode::is_enabled();
+  if (grad && !entry.guards.modules_in_eval()) return;
   for (size_t k = 0; k < entry.captured.size(); ++k) {
     const Tensor& c = entry.captured[k];
     const int pos = entry.capture_input[k];

@@ -211,6 +211,13 @@ bool EntryGuards::frozen_stale() const {
   return false;
 }
 
+bool EntryGuards::modules_in_eval() const {
+  if (modules_.empty()) return false;
+  for (const ModuleCheck& m : modules_)
+    if (m.training) return false;
+  return true;
+}
+
 std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const sym::ArgView> views,
                                  GuardFailure f) const {
   using S = GuardFailure::Stage;

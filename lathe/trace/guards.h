@@ -89,6 +89,8 @@ class EntryGuards {
   // True when a frozen capture changed since the trace: the entry can never pass again (versions
   // only grow, and the traced tensor is kept alive so that its address is not reused).
   bool frozen_stale() const;
+  // True when at least one module was recorded and every recorded module is in eval mode.
+  bool modules_in_eval() const;
   void set_program(sym::GuardProgram program) { program_ = std::move(program); }
 
   // Checks a call; `views` are the arguments as the guard program reads them.

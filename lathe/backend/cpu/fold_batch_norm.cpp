@@ -71,6 +71,12 @@ std::unique_ptr<ir::Graph> fold_batch_norm(const ir::Graph& g, GraphConstants& c
     if (!is_const(ci[1], false) || !is_const(ci[2], true) || !is_const(bi[1], false) ||
         !is_const(bi[2], false) || !is_const(bi[3], true) || !is_const(bi[4], true))
       continue;
+    // The folded conv stands for the batch norm's value: it must have the same type (strides
+    // of size-1 dims can differ between the two rules).
+    const ir::ValueType &ct = y->type(), &bt = bn->output()->type();
+    if (!same_sizes(ct.sizes, bt.sizes) ||
+        (!bt.strides.empty() && !same_sizes(ct.strides, bt.strides)))
+      continue;
     const DType dt = ci[1]->type().dtype;
     if (dt != DType::f32 && dt != DType::f64) continue;
     const Tensor ts[6] = {get(ci[1]), get(ci[2]), get(bi[1]), get(bi[2]), get(bi[3]), get(bi[4])};
