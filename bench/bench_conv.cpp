@@ -60,6 +60,7 @@ Times best_times(const std::vector<std::function<void()>>& fs, double min_s, int
 struct ConvCase {
   const char* name;
   int64_t N, C, H, W, O, K, stride, pad;
+  int64_t groups = 1;  // C for a depthwise convolution
 };
 
 // A raw oneDNN convolution with every layout left to the primitive (blocked), inputs reordered
@@ -76,7 +77,10 @@ struct RawConv {
     const int64_t OW = (c.W + 2 * c.pad - c.K) / c.stride + 1;
     auto f32 = memory::data_type::f32;
     memory::desc src({c.N, c.C, c.H, c.W}, f32, memory::format_tag::any);
-    memory::desc wei({c.O, c.C, c.K, c.K}, f32, memory::format_tag::any);
+    const int64_t G = c.groups;
+    memory::dims wdims =
+        G == 1 ? memory::dims{c.O, c.C, c.K, c.K} : memory::dims{G, c.O / G, c.C / G, c.K, c.K};
+    memory::desc wei(wdims, f32, memory::format_tag::any);
     memory::desc bia({c.O}, f32, memory::format_tag::a);
     memory::desc dst({c.N, c.O, OH, OW}, f32, memory::format_tag::any);
     convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, src,
@@ -86,7 +90,8 @@ struct RawConv {
     prim = convolution_forward(pd);
     memory xs({{c.N, c.C, c.H, c.W}, f32, memory::format_tag::nchw}, eng,
               detail::to_contiguous(x).raw_data());
-    memory ws({{c.O, c.C, c.K, c.K}, f32, memory::format_tag::oihw}, eng, w.raw_data());
+    memory ws({wdims, f32, G == 1 ? memory::format_tag::oihw : memory::format_tag::goihw}, eng,
+              w.raw_data());
     memory xb(pd.src_desc(), eng), wb(pd.weights_desc(), eng), yb(pd.dst_desc(), eng);
     reorder(xs, xb).execute(stream, xs, xb);
     reorder(ws, wb).execute(stream, ws, wb);
@@ -107,8 +112,15 @@ struct RawConv {
 
 int main(int argc, char** argv) {
   const double min_s = argc > 1 ? std::atof(argv[1]) : 0.5;
+  // Dense (resnet), depthwise (mobilenet_v2, mnasnet) and grouped (resnext50_32x4d) cases.
   const ConvCase cases[] = {{"3x3 64->64 @56", 1, 64, 56, 56, 64, 3, 1, 1},
-                            {"1x1 256->64 @56", 1, 256, 56, 56, 64, 1, 1, 0}};
+                            {"1x1 256->64 @56", 1, 256, 56, 56, 64, 1, 1, 0},
+                            {"dw3x3 144 @56", 1, 144, 56, 56, 144, 3, 1, 1, 144},
+                            {"dw3x3 96 @112 s2", 1, 96, 112, 112, 96, 3, 2, 1, 96},
+                            {"dw3x3 576 @14", 1, 576, 14, 14, 576, 3, 1, 1, 576},
+                            {"1x1 32->192 @56", 1, 32, 56, 56, 192, 1, 1, 0},
+                            {"g32 3x3 128 @56", 1, 128, 56, 56, 128, 3, 1, 1, 32},
+                            {"g32 3x3 512 @14", 1, 512, 14, 14, 512, 3, 1, 1, 32}};
   std::printf("conv2d, batch 1, f32, forward inference; GFLOP/s (best of 20 interleaved rounds)\n");
   std::printf("%-18s %7s | %12s %12s %7s | %12s %12s %7s\n", "", "", "wall:", "", "",
               "CPU time:", "per core", "");
@@ -117,19 +129,20 @@ int main(int argc, char** argv) {
   for (const ConvCase& c : cases) {
     manual_seed(1);
     Tensor x = detail::to_channels_last_copy(randn({c.N, c.C, c.H, c.W}));
-    Tensor w = randn({c.O, c.C, c.K, c.K});
+    Tensor w = randn({c.O, c.C / c.groups, c.K, c.K});
     Tensor b = randn({c.O});
     const int64_t OH = (c.H + 2 * c.pad - c.K) / c.stride + 1;
     const int64_t OW = (c.W + 2 * c.pad - c.K) / c.stride + 1;
-    const double flops = 2.0 * c.N * c.O * OH * OW * c.C * c.K * c.K;
+    const double flops = 2.0 * c.N * c.O * OH * OW * (c.C / c.groups) * c.K * c.K;
     for (int nt : {1, 2}) {
       set_num_threads(nt);
       RawConv raw(c, x, w, b);
-      auto t = best_times({[&] {
-                             conv2d(x, w, b, {c.stride, c.stride}, {c.pad, c.pad}, {1, 1}, 1);
-                           },
-                           [&] { raw.run(); }},
-                          min_s);
+      auto t =
+          best_times({[&] {
+                        conv2d(x, w, b, {c.stride, c.stride}, {c.pad, c.pad}, {1, 1}, c.groups);
+                      },
+                      [&] { raw.run(); }},
+                     min_s);
       const double tl = t.wall[0], tr = t.wall[1];
       const double cl = t.cpu[0], cr = t.cpu[1];  // CPU seconds per call, all threads
       std::printf("%-18s %7d | %12.1f %12.1f %6.1f%% | %12.1f %12.1f %6.1f%%\n", c.name, nt,

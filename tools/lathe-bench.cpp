@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "lathe/backend/backend.h"
+#include "lathe/core/grad_mode.h"
 #include "lathe/core/threads.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/models/registry.h"
@@ -605,6 +606,8 @@ int main(int argc, char** argv) {
   if (a.trace_on_lazy) std::cerr << ", trace on lazy";
   if (!a.accuracy) std::cerr << ", warmup " << a.warmup << ", repeat " << a.repeat;
   std::cerr << std::endl;
+  // Inference: no graph for gradients (and compiled entries may freeze the weights).
+  lathe::NoGradGuard no_grad;
   try {
     return a.accuracy ? run_accuracy(a, names) : run_performance(a, names);
   } catch (const lathe::Error& e) {

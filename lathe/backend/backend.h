@@ -30,6 +30,16 @@ class Executable {
   virtual std::vector<Tensor> run(std::span<const Tensor> inputs, SymbolValues symbols) = 0;
 };
 
+// What a caller knows about a graph beyond the graph itself.
+struct CompileContext {
+  // Per graph input (Graph::inputs() order; empty: none): the input's value when it is a
+  // constant of the compiled graph (a frozen parameter or buffer), undefined otherwise. The caller
+  // passes these same tensors at every run and guarantees they keep their values while the
+  // executable is used (the compile cache guards their storage versions and drops the entry on
+  // an in-place update), so a backend may read them at compile time and keep what it derives.
+  std::vector<Tensor> constants;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -38,6 +48,15 @@ class Backend {
   // expressions in attributes are kept by pointer, so the ShapeEnv that owns them must outlive
   // the executable (a compile cache entry keeps both).
   virtual std::unique_ptr<Executable> compile(const ir::Graph& graph) = 0;
+  // True when the backend uses CompileContext::constants (freezing costs the caller guards and
+  // recompiles after in-place updates, so it freezes only for such backends).
+  virtual bool uses_constants() const { return false; }
+  // compile() with what the caller knows; the default ignores the context.
+  virtual std::unique_ptr<Executable> compile_with_context(const ir::Graph& graph,
+                                                           const CompileContext& context) {
+    (void)context;
+    return compile(graph);
+  }
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;

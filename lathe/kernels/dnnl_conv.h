@@ -24,4 +24,11 @@ using ConvPostOps = PostOps;
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
                     const Tensor& out, const ConvPostOps& post = {});
 
+// The same on oneDNN's 8-channel blocked layout (nChw8c), for f32 only: x is [N, C/8, H, W, 8]
+// and out [N, O/8, OH, OW, 8], both contiguous (C and O multiples of 8); w and bias as above.
+// With post.sum, out holds the residual (in the same layout) on entry.
+void conv2d_forward_blocked8(const Tensor& x, const Tensor& w, const Tensor& bias,
+                             const Conv2dParams& p, const Tensor& out,
+                             const ConvPostOps& post = {});
+
 }  // namespace lathe::detail

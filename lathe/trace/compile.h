@@ -57,13 +57,23 @@ enum class DynamicPolicy : uint8_t {
 };
 
 struct CompileOptions {
-  std::string backend = "interpreter";  // a lathe::backend registry name
+  // A lathe::backend registry name: "interpreter" (the reference, the default: runs the traced
+  // graph node by node with the eager kernels) or "cpu" (the optimizing pass pipeline; not yet
+  // the default: see docs/architecture.md).
+  std::string backend = "interpreter";
   DynamicPolicy dynamic = DynamicPolicy::kAuto;
   // At most this many cache entries; a miss beyond it runs the function eagerly (with one
   // warning naming the failing guard) or throws when error_on_recompile_limit is set.
   int recompile_limit = 8;
   bool error_on_recompile_limit = false;
   std::string name = "fn";  // how logs and errors name the function
+  // Freezing (for backends that use constants, such as "cpu"), for inference calls (grad mode
+  // off, or every module the function read in eval mode): captured parameters and buffers that
+  // the graph does not write, on the CPU, and not requiring grad (or traced with grad disabled)
+  // are handed to the backend as constants, which may fold them (batch norm into
+  // the conv weights, ...). The entry is guarded by their storage versions: an in-place update
+  // (or a new tensor in the slot) drops the entry and the next call re-freezes.
+  bool freeze = true;
   // Verification (a debugging aid for stale results): for the first `verify_calls` calls served
   // by each cache entry, the function also runs eagerly on the same inputs (arguments and the
   // tensors the graph writes are restored in between, so state is updated once) and the call

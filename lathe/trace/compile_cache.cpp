@@ -5,6 +5,7 @@
 
 #include "lathe/core/device_registry.h"
 #include "lathe/core/dispatch_mode.h"
+#include "lathe/core/grad_mode.h"
 #include "lathe/ir/passes.h"
 #include "lathe/nn/module.h"
 #include "lathe/sym/sym_error.h"
@@ -208,7 +209,8 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     hits_.fetch_add(1, std::memory_order_relaxed);
     return run_entry(*e, args);
   }
-  if (!admit_recompile(reason)) {
+  const bool dropped = drop_stale_entries();
+  if (!admit_recompile(reason, dropped)) {
     trace_lock.unlock();
     eager_calls_.fetch_add(1, std::memory_order_relaxed);
     return fn_(args);
@@ -218,13 +220,18 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   return run_entry(*e, args);
 }
 
-bool CompileCache::admit_recompile(const std::string& reason) {
+bool CompileCache::drop_stale_entries() {
+  std::unique_lock lock(mu_);
+  return std::erase_if(entries_, [](const auto& e) { return e->guards.frozen_stale(); }) > 0;
+}
+
+bool CompileCache::admit_recompile(const std::string& reason, bool dropped) {
   size_t n;
   {
     std::shared_lock lock(mu_);
     n = entries_.size();
   }
-  if (n > 0) {
+  if (n > 0 || dropped) {
     std::unique_lock lock(mu_);
     last_reason_ = reason;
   }
@@ -397,6 +404,33 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
   for (Device d : entry.output_device) entry.on_lazy_device |= !d.is_cpu();
 }
 
+// Hands the captures that cannot change under the entry (see CompileOptions::freeze) to the
+// backend as constants, and guards each by identity and storage version.
+void freeze_captures(CacheEntry& entry, const ir::Graph& graph, backend::CompileContext& context) {
+  std::vector<uint8_t> written(entry.captured.size(), 0);
+  for (int k : entry.written_captures) written[k] = 1;
+  // Inference: grad mode off, or every module read in eval mode (then captures that require
+  // grad stay inputs). A training-style call (modules in train mode, or plain captured tensors
+  // with grad on) freezes nothing: its weights change between calls.
+  const bool grad = GradMode::is_enabled();
+  if (grad && !entry.guards.modules_in_eval()) return;
+  for (size_t k = 0; k < entry.captured.size(); ++k) {
+    const Tensor& c = entry.captured[k];
+    const int pos = entry.capture_input[k];
+    if (pos < 0 || written[k] || entry.fresh_capture[k] || on_lazy(c) || !c.device().is_cpu() ||
+        !c.has_storage() || (grad && c.requires_grad()))
+      continue;
+    if (context.constants.empty()) context.constants.resize(graph.inputs().size());
+    context.constants[pos] = c;
+    EntryGuards::FrozenCheck check;
+    check.holder = entry.capture_slots[k] ? entry.capture_slots[k] : &entry.captured[k];
+    check.traced = c.impl_ptr();
+    check.version = c.impl().storage->version();
+    check.name = entry.capture_names[k];
+    entry.guards.record_frozen(std::move(check));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
@@ -488,9 +522,12 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
   entry->bindings = tracer.bindings();
   for (const SymbolBinding& b : entry->bindings)
     entry->num_symbols = std::max(entry->num_symbols, static_cast<size_t>(b.symbol) + 1);
+  std::unique_ptr<backend::Backend> backend = backend::create_backend(options_.backend);
+  backend::CompileContext context;
+  if (options_.freeze && backend->uses_constants()) freeze_captures(*entry, graph, context);
   entry->graph_text = graph.to_string();
   entry->guards_text = entry->guards.to_string();
-  entry->executable = backend::create_backend(options_.backend)->compile(graph);
+  entry->executable = backend->compile_with_context(graph, context);
   return entry;
 }
 

@@ -86,7 +86,12 @@ class CompileCache {
                                            std::string* reason);
   // After a miss (trace_mu_ held): records `reason` and logs the recompile; false, after a
   // one-time warning, once the recompile limit is reached (throws instead when configured so).
-  bool admit_recompile(const std::string& reason);
+  // `dropped`: drop_stale_entries removed entries (the reason is still recorded).
+  bool admit_recompile(const std::string& reason, bool dropped = false);
+  // Drops the entries whose frozen captures changed (they can never be hit again), so that
+  // re-freezing after in-place updates does not count against the recompile limit (trace_mu_
+  // held). True when it dropped any.
+  bool drop_stale_entries();
   // Traces and compiles a new entry for args (static sizes if a dynamic trace fails) and puts it
   // first (trace_mu_ held).
   std::shared_ptr<const CacheEntry> compile_entry(const std::vector<Arg>& args);

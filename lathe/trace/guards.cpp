@@ -116,6 +116,11 @@ bool slot_passes(const EntryGuards::SlotCheck& c) {
   return c.may_rebind && same_type(c, *c.slot);
 }
 
+bool frozen_passes(const EntryGuards::FrozenCheck& c) {
+  const Tensor& t = *c.holder;
+  return t.impl_ptr() == c.traced && t.impl().storage->version() == c.version;
+}
+
 std::string describe(const Tensor& t) { return t.defined() ? t.shape_string() : "undefined"; }
 
 }  // namespace
@@ -193,9 +198,24 @@ GuardFailure EntryGuards::check(const std::vector<Arg>& args,
   }
   for (size_t i = 0; i < slots_.size(); ++i)
     if (!slot_passes(slots_[i])) return {S::kSlot, static_cast<int32_t>(i)};
+  for (size_t i = 0; i < frozen_.size(); ++i)
+    if (!frozen_passes(frozen_[i])) return {S::kFrozen, static_cast<int32_t>(i)};
   sym::GuardCheck r = program_.check(views);
   if (!r.ok()) return {S::kProgram, r.failed};
   return {};
+}
+
+bool EntryGuards::frozen_stale() const {
+  for (const FrozenCheck& c : frozen_)
+    if (!frozen_passes(c)) return true;
+  return false;
+}
+
+bool EntryGuards::modules_in_eval() const {
+  if (modules_.empty()) return false;
+  for (const ModuleCheck& m : modules_)
+    if (m.training) return false;
+  return true;
 }
 
 std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const sym::ArgView> views,
@@ -288,6 +308,16 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
          << describe(*c.slot);
       break;
     }
+    case S::kFrozen: {
+      const FrozenCheck& c = frozen_[f.index];
+      os << "guard failed: " << c.name << " is the tensor frozen at version " << c.version
+         << "  # frozen into the compiled graph (eval, no grad); actual: ";
+      if (c.holder->impl_ptr() != c.traced)
+        os << "a new tensor " << describe(*c.holder);
+      else
+        os << "updated in place (version " << c.holder->impl().storage->version() << ")";
+      break;
+    }
     case S::kProgram:
       os << program_.explain(views, sym::GuardCheck{f.index});
       break;
@@ -325,6 +355,8 @@ std::string EntryGuards::to_string() const {
          << str(c.strides);
     os << "\n";
   }
+  for (const FrozenCheck& c : frozen_)
+    os << c.name << " is the tensor frozen, storage version == " << c.version << "\n";
   os << program_.to_string();
   return os.str();
 }

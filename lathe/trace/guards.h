@@ -27,6 +27,7 @@ struct GuardFailure {
     kGradMode,
     kModule,
     kSlot,
+    kFrozen,
     kProgram
   };
   Stage stage = Stage::kNone;
@@ -67,12 +68,29 @@ class EntryGuards {
     std::string name;  // "module 'fc'.weight"
   };
 
+  // A capture frozen into the executable (a constant of the compiled graph): the tensor that
+  // stands for it at a call (`holder`: a module slot or the entry's own handle) must still be
+  // the tensor traced, with the storage version it had (an in-place update makes the entry
+  // stale for good: see frozen_stale).
+  struct FrozenCheck {
+    const Tensor* holder = nullptr;
+    std::shared_ptr<TensorImpl> traced;
+    uint64_t version = 0;
+    std::string name;  // "captured tensor 'fc.weight'"
+  };
+
   // Records what the traced call looked like (everything but the program and the modules).
   void record_call(const std::vector<Arg>& args);
   // Records a module of the compiled tree (kept alive by `module`).
   void record_module(std::shared_ptr<nn::Module> module, std::string path);
   // Records a parameter or buffer slot of a recorded module.
   void record_slot(SlotCheck check) { slots_.push_back(std::move(check)); }
+  void record_frozen(FrozenCheck check) { frozen_.push_back(std::move(check)); }
+  // True when a frozen capture changed since the trace: the entry can never pass again (versions
+  // only grow, and the traced tensor is kept alive so that its address is not reused).
+  bool frozen_stale() const;
+  // True when at least one module was recorded and every recorded module is in eval mode.
+  bool modules_in_eval() const;
   void set_program(sym::GuardProgram program) { program_ = std::move(program); }
 
   // Checks a call; `views` are the arguments as the guard program reads them.
@@ -91,6 +109,7 @@ class EntryGuards {
   bool grad_enabled_ = true;
   std::vector<ModuleCheck> modules_;
   std::vector<SlotCheck> slots_;
+  std::vector<FrozenCheck> frozen_;
   std::vector<std::shared_ptr<nn::Module>> keep_alive_;
   sym::GuardProgram program_;
 };

@@ -7,8 +7,11 @@
 
 #include "lathe/backend/cpu/executor.h"
 #include "lathe/backend/cpu/fuse_attention.h"
+#include "lathe/backend/cpu/constant_fold.h"
+#include "lathe/backend/cpu/fold_batch_norm.h"
 #include "lathe/backend/cpu/fuse_conv.h"
 #include "lathe/backend/cpu/fuse_linear.h"
+#include "lathe/backend/cpu/plan_layouts.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/backend/interpreter.h"
 #include "lathe/ir/functionalize.h"
@@ -49,16 +52,25 @@ std::unique_ptr<ir::Graph> copy_graph(const ir::Graph& g) {
 const std::vector<std::string>& pass_names() {
   // One pass per line (the trailing // keeps clang-format from joining them).
   static const std::vector<std::string> names{
-      "functionalize",   //
-      "fuse_conv",       //
-      "fuse_linear",     //
-      "fuse_attention",  //
-      "dce",             //
+      "functionalize",    //
+      "constant_fold",    //
+      "fold_batch_norm",  //
+      "fuse_conv",        //
+      "fuse_linear",      //
+      "fuse_attention",   //
+      "plan_layouts",     //
+      "dce",              //
   };
   return names;
 }
 
 std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
+                                      const std::vector<std::string>& disabled) {
+  GraphConstants none;
+  return run_passes(g, none, disabled);
+}
+
+std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
                                       const std::vector<std::string>& disabled) {
   std::vector<std::string> off = split_list(std::getenv("LATHE_DISABLE_PASSES"));
   off.insert(off.end(), disabled.begin(), disabled.end());
@@ -80,12 +92,22 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
       } else {
         try {
           ir::FunctionalGraph f = ir::functionalize(*cur, ir::WriteBack::copy_nodes);
+          LATHE_CHECK(f.graph->inputs().size() == cur->inputs().size(),
+                      "[cpu] functionalize changed the graph inputs");
           cur = std::move(f.graph);
           summary = f.summary();
         } catch (const Error& e) {
           summary = lathe::detail::str("skipped: ", e.what());
         }
       }
+    } else if (name == "constant_fold") {
+      int n = 0;
+      cur = constant_fold(*cur, constants, &n);
+      summary = lathe::detail::str(n, " nodes folded");
+    } else if (name == "fold_batch_norm") {
+      int n = 0;
+      cur = fold_batch_norm(*cur, constants, &n);
+      summary = lathe::detail::str(n, " batch norms folded into their convolution");
     } else if (name == "fuse_conv") {
       FuseConvStats s;
       cur = fuse_conv(*cur, &s);
@@ -100,6 +122,11 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
       FuseAttentionStats s;
       cur = fuse_attention(*cur, &s);
       summary = lathe::detail::str(s.fused, " fused (", s.masked, " with a mask)");
+    } else if (name == "plan_layouts") {
+      PlanLayoutsStats s;
+      cur = plan_layouts(*cur, &s);
+      summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout, ",
+                                   s.to_blocked, " reorders in, ", s.from_blocked, " reorders out");
     } else if (name == "dce") {
       summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");
     }
@@ -115,16 +142,49 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
 
 namespace {
 
+// The interpreter over the rewritten graph, with the constants the passes derived (folded
+// weights, appended as graph inputs) kept here and passed after the caller's inputs.
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(std::unique_ptr<Executable> inner, size_t num_inputs, std::vector<Tensor> derived)
+      : inner_(std::move(inner)), num_inputs_(num_inputs), derived_(std::move(derived)) {}
+
+  std::vector<Tensor> run(std::span<const Tensor> inputs, SymbolValues symbols) override {
+    if (derived_.empty()) return inner_->run(inputs, symbols);
+    LATHE_CHECK(inputs.size() == num_inputs_, "[cpu] the graph takes ", num_inputs_,
+                " inputs, got ", inputs.size());
+    std::vector<Tensor> all(inputs.begin(), inputs.end());
+    all.insert(all.end(), derived_.begin(), derived_.end());
+    return inner_->run(all, symbols);
+  }
+
+ private:
+  std::unique_ptr<Executable> inner_;
+  size_t num_inputs_;
+  std::vector<Tensor> derived_;
+};
+
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  bool uses_constants() const override { return true; }
   std::unique_ptr<Executable> compile(const ir::Graph& graph) override {
-    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph);
+    return compile_with_context(graph, {});
+  }
+  std::unique_ptr<Executable> compile_with_context(const ir::Graph& graph,
+                                                   const CompileContext& context) override {
+    cpu::GraphConstants constants = context.constants;
+    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants);
+    const size_t n = graph.inputs().size();
+    std::vector<Tensor> derived;
+    for (size_t i = n; i < g->inputs().size(); ++i) derived.push_back(constants.at(i));
     // LATHE_CPU_EXECUTOR=interpreter runs the optimized graph on the reference step list, to
     // tell a wrong result of the passes from one of the executor.
     const char* exec = std::getenv("LATHE_CPU_EXECUTOR");
-    if (exec && std::string(exec) == "interpreter") return make_interpreter_backend()->compile(*g);
-    return cpu::make_planned_executable(*g);
+    std::unique_ptr<Executable> inner = exec && std::string(exec) == "interpreter"
+                                            ? make_interpreter_backend()->compile(*g)
+                                            : cpu::make_planned_executable(*g);
+    return std::make_unique<CpuExecutable>(std::move(inner), n, std::move(derived));
   }
 };
 

@@ -4,11 +4,17 @@
 // Passes, in order (each in its own file, tested alone):
 //   functionalize  writes (add_, copy_, training batch_norm, writes through views) -> functional
 //               ops, with copy_ into the written inputs at the end (lathe/ir/functionalize.h)
+//   constant_fold  nodes over frozen constants only run at compile time (constant_fold.h)
+//   fold_batch_norm  conv2d + inference batch_norm over frozen weights and statistics -> one
+//               conv2d with the batch norm folded into its weight and bias (fold_batch_norm.h)
 //   fuse_conv   conv2d + inference batch_norm + relu/hardtanh + residual add + relu/hardtanh
-//               -> conv2d_fused (batch norm folded into the weights, the rest as oneDNN post-ops)
+//               -> conv2d_fused (a batch norm not folded at compile time is folded per call;
+//               the rest runs as oneDNN post-ops)
 //   fuse_linear linear + relu/gelu + residual add -> linear_fused (one matmul with post-ops)
 //   fuse_attention matmul + scale + mask add + softmax + matmul -> sdpa_fused (one blocked kernel
 //               with an online softmax)
+//   plan_layouts  chains of conv2d_fused keep activations in oneDNN's blocked layout (nChw8c),
+//               reordered only where a region starts or ends (plan_layouts.h)
 //   dce         drops what the rewrites left unused
 //
 // LATHE_LOGS=passes (or all) prints the graph after each pass to stderr;
@@ -21,6 +27,7 @@
 #include <vector>
 
 #include "lathe/backend/backend.h"
+#include "lathe/backend/cpu/rewrite.h"
 
 namespace lathe::backend {
 
@@ -32,6 +39,11 @@ const std::vector<std::string>& pass_names();
 // Runs the pipeline on a copy of g; `disabled` names passes to skip (in addition to
 // LATHE_DISABLE_PASSES). Each pass's output is verified.
 std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
+                                      const std::vector<std::string>& disabled = {});
+// The same with frozen constants (CompileContext::constants): the freezing passes read them and
+// append the constants they derive (as graph inputs; `constants` then describes every input of
+// the returned graph).
+std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
                                       const std::vector<std::string>& disabled = {});
 }  // namespace cpu
 

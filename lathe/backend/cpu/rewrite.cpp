@@ -25,4 +25,24 @@ std::unique_ptr<ir::Graph> rewrite_graph(
   return std::move(c.graph);
 }
 
+std::unordered_map<const ir::Value*, Tensor> constant_values(const ir::Graph& g,
+                                                             const GraphConstants& constants) {
+  std::unordered_map<const ir::Value*, Tensor> out;
+  for (size_t i = 0; i < g.inputs().size() && i < constants.size(); ++i)
+    if (constants[i].defined()) out.emplace(g.inputs()[i], constants[i]);
+  return out;
+}
+
+ir::Value* add_constant(GraphCopy& copy, GraphConstants& constants, const Tensor& value,
+                        const ir::ValueType& type, const std::string& name) {
+  const size_t pos = copy.graph->inputs().size();
+  constants.resize(pos);
+  constants.push_back(value);
+  ir::InputSource source;
+  source.kind = ir::InputSource::Kind::captured;
+  source.index = static_cast<int>(pos);
+  source.name = name;
+  return copy.graph->add_input(type, std::move(source));
+}
+
 }  // namespace lathe::backend::cpu

@@ -24,4 +24,19 @@ struct GraphCopy {
 std::unique_ptr<ir::Graph> rewrite_graph(
     const ir::Graph& g, const std::function<bool(const ir::Node&, GraphCopy&)>& emit);
 
+// Constants of a graph being compiled (freezing): per graph input, in Graph::inputs() order, its
+// value when the input is a frozen constant, undefined otherwise (shorter than the inputs: the
+// rest are not constants). Passes that derive new constants (folding) append graph inputs and
+// their values together.
+using GraphConstants = std::vector<Tensor>;
+
+// The constant value of each graph input that has one.
+std::unordered_map<const ir::Value*, Tensor> constant_values(const ir::Graph& g,
+                                                             const GraphConstants& constants);
+
+// Adds `value` to the copy as a new constant graph input of type `type` (printed as `name`), and
+// its value to `constants` (which must describe copy.graph's inputs so far).
+ir::Value* add_constant(GraphCopy& copy, GraphConstants& constants, const Tensor& value,
+                        const ir::ValueType& type, const std::string& name);
+
 }  // namespace lathe::backend::cpu

@@ -1,0 +1,125 @@
+#include "lathe/backend/cpu/plan_layouts.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "lathe/backend/cpu/match.h"
+#include "lathe/backend/cpu/rewrite.h"
+#include "lathe/ops/register.h"
+
+namespace lathe::backend::cpu {
+namespace {
+
+enum FusedInput { kX, kWeight, kBias, kMean, kVar, kGamma, kBeta, kResidual };
+
+std::optional<int64_t> static_size(const ir::Value* v, size_t d) {
+  const Shape& s = v->type().sizes;
+  return d < s.size() ? s[d].maybe_int() : std::nullopt;
+}
+
+bool all_static(const ir::Value* v) {
+  for (const SymInt& s : v->type().sizes)
+    if (!s.maybe_int()) return false;
+  return true;
+}
+
+// The residual a candidate reads (conv2d_fused only).
+const ir::Value* residual_of(const ir::Node* n) {
+  return is_op(n, "conv2d_fused") ? n->inputs()[kResidual] : nullptr;
+}
+
+bool is_candidate(const ir::Node* n) {
+  if (!is_op(n, "conv2d_fused") && !is_op(n, "conv2d")) return false;
+  const auto& in = n->inputs();
+  if (is_op(n, "conv2d_fused") && (in[kMean] || in[kVar] || in[kGamma] || in[kBeta])) return false;
+  const ir::Value* x = in[kX];
+  const ir::Value* w = in[kWeight];
+  if (x->type().dtype != DType::f32 || x->type().sizes.size() != 4 || !all_static(x) ||
+      !all_static(w) || !all_static(n->output()))
+    return false;
+  const int64_t C = *static_size(x, 1), O = *static_size(w, 0);
+  const int64_t groups = n->attrs().get_int("groups");
+  if (C % 8 != 0 || O % 8 != 0) return false;
+  // from_blocked8 gives back channels-last values: the value it stands for must be one.
+  const ir::ValueType& yt = n->output()->type();
+  if (yt.strides.empty() || !same_sizes(yt.strides, channels_last_strides(yt.sizes))) return false;
+  return groups == 1 || (groups == C && groups == O) ||
+         ((C / groups) % 8 == 0 && (O / groups) % 8 == 0);
+}
+
+}  // namespace
+
+std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats) {
+  std::unordered_set<const ir::Node*> candidates;
+  for (const ir::Node* n : g.nodes())
+    if (is_candidate(n)) candidates.insert(n);
+  std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
+  std::unordered_set<const ir::Value*> blocked;  // values kept in the blocked layout
+  for (const ir::Node* n : candidates) {
+    const ir::Value* y = n->output();
+    if (outs.count(y) || y->users().empty()) continue;
+    bool all = true;
+    for (const ir::Node* u : y->users()) {
+      // Read as the input or the residual (not as a weight), by a candidate.
+      all &= candidates.count(u) && u->inputs()[kWeight] != y && u->inputs()[kBias] != y;
+    }
+    if (all) blocked.insert(y);
+  }
+  auto converts = [&](const ir::Node* n) {
+    return candidates.count(n) && (blocked.count(n->output()) || blocked.count(n->inputs()[kX]) ||
+                                   (residual_of(n) && blocked.count(residual_of(n))));
+  };
+
+  PlanLayoutsStats s;
+  const OpDef& conv_op = LATHE_OP("conv2d_blocked8");
+  const OpDef& to_op = LATHE_OP("to_blocked8");
+  const OpDef& from_op = LATHE_OP("from_blocked8");
+  std::unordered_map<const ir::Value*, ir::Value*> as_blocked;  // old value -> new blocked one
+  auto blocked_type = [](const ir::ValueType& t) {
+    ir::ValueType b = t;
+    const Shape& z = t.sizes;
+    b.sizes = to_shape(
+        {*z[0].maybe_int(), *z[1].maybe_int() / 8, *z[2].maybe_int(), *z[3].maybe_int(), 8});
+    b.strides = contiguous_strides(b.sizes);
+    return b;
+  };
+  auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
+    if (!converts(&n)) return false;
+    auto blocked_input = [&](const ir::Value* v) -> ir::Value* {
+      if (!v) return nullptr;
+      auto it = as_blocked.find(v);
+      if (it != as_blocked.end()) return it->second;
+      ir::Value* b =
+          copy.graph->add_node(to_op, {copy[v]}, Attrs{}, {blocked_type(v->type())})->output();
+      ++s.to_blocked;
+      as_blocked.emplace(v, b);  // shared by every converted reader
+      return b;
+    };
+    const auto& in = n.inputs();
+    Attrs attrs;
+    for (const auto& [name, value] : n.attrs().items())
+      if (std::string(name) != "eps") attrs.set(name, value);
+    if (is_op(&n, "conv2d")) {  // a plain convolution: no post-ops
+      attrs.set("act", std::string("none")).set("act_min", 0.0).set("act_max", 0.0);
+      attrs.set("act2", std::string("none")).set("act2_min", 0.0).set("act2_max", 0.0);
+    }
+    ir::Value* y = copy.graph
+                       ->add_node(conv_op,
+                                  {blocked_input(in[kX]), copy[in[kWeight]], copy[in[kBias]],
+                                   blocked_input(residual_of(&n))},
+                                  std::move(attrs), {blocked_type(n.output()->type())})
+                       ->output();
+    ++s.blocked_convs;
+    as_blocked.emplace(n.output(), y);
+    if (!blocked.count(n.output())) {
+      copy.map[n.output()] =
+          copy.graph->add_node(from_op, {y}, Attrs{}, {n.output()->type()})->output();
+      ++s.from_blocked;
+    }
+    return true;
+  });
+  if (stats) *stats = s;
+  return out;
+}
+
+}  // namespace lathe::backend::cpu
