@@ -5,17 +5,10 @@
 
 #include <unordered_map>
 
-#include "lathe/sym/expr.h"
+#include "lathe/backend/symbolic_attrs.h"
 
 namespace lathe::backend {
 namespace {
-
-// A symbolic element of a Shape attribute: attrs.items()[item][element] is `expr`.
-struct SymbolicAttr {
-  size_t item;
-  size_t element;
-  const sym::Expr* expr;
-};
 
 struct Step {
   const OpDef* op;
@@ -56,12 +49,7 @@ class InterpreterExecutable final : public Executable {
       s.attrs = n->attrs();
       attach_parsed_attrs(*s.op, s.attrs);  // shared with the node's when it has them
       s.name = lathe::detail::str(n->name(), " (", n->op().name, ")");
-      for (size_t i = 0; i < s.attrs.items().size(); ++i) {
-        const Shape* shape = std::get_if<Shape>(&s.attrs.items()[i].second);
-        if (!shape) continue;
-        for (size_t j = 0; j < shape->size(); ++j)
-          if (const sym::Expr* e = (*shape)[j].expr()) s.symbolic.push_back({i, j, e});
-      }
+      s.symbolic = find_symbolic_attrs(s.attrs);
       for (const ir::Value* v : n->inputs()) s.inputs.push_back(v ? slot_of(v) : -1);
       for (const ir::Value* v : n->outputs()) {
         slot.emplace(v, num_slots_);
@@ -109,7 +97,7 @@ class InterpreterExecutable final : public Executable {
         if (s.symbolic.empty()) {
           outs = execute(s, args, s.attrs);
         } else {
-          outs = execute(s, args, substitute(s, symbols));
+          outs = execute(s, args, substitute_symbols(s.attrs, s.symbolic, symbols));
         }
         LATHE_CHECK(outs.size() == s.outputs.size(), "the kernel returned ", outs.size(),
                     " outputs, the node has ", s.outputs.size());
@@ -134,21 +122,6 @@ class InterpreterExecutable final : public Executable {
       if (i < static_cast<int>(args.size()) && args[i].defined() && s.op->mutates(attrs, i))
         args[i].bump_version();
     return outs;
-  }
-
-  // The step's attributes with every symbol replaced by its value for this call.
-  static Attrs substitute(const Step& s, SymbolValues symbols) {
-    Attrs attrs = s.attrs;
-    size_t k = 0;
-    while (k < s.symbolic.size()) {
-      size_t item = s.symbolic[k].item;
-      const auto& [name, value] = s.attrs.items()[item];
-      Shape shape = std::get<Shape>(value);
-      for (; k < s.symbolic.size() && s.symbolic[k].item == item; ++k)
-        shape[s.symbolic[k].element] = sym::evaluate(s.symbolic[k].expr, symbols);
-      attrs.set(name, std::move(shape));
-    }
-    return attrs;
   }
 
   int num_slots_ = 0;

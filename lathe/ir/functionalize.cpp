@@ -56,7 +56,7 @@ class Functionalizer {
       }
     }
     std::vector<Value*> outputs;
-    for (const Value* v : g_.outputs()) outputs.push_back(read(v));
+    for (const Value* v : g_.outputs()) outputs.push_back(read_output(v));
     if (mode_ == WriteBack::outputs) {
       for (const Value* b : written) {
         int pos = static_cast<int>(std::find(g_.inputs().begin(), g_.inputs().end(), b) -
@@ -82,6 +82,7 @@ class Functionalizer {
     const Value* parent = nullptr;
     Value* current = nullptr;
     int version = 0;
+    bool written = false;  // `current` is the value written through the view, not a view
   };
 
   void make_base(const Value* v, Value* nv) {
@@ -109,7 +110,23 @@ class Functionalizer {
       const Node* n = v->producer();
       view.current = add(n->op(), {parent}, n->attrs())->output(v->output_index());
       view.version = version;
+      view.written = false;
     }
+    return view.current;
+  }
+
+  // A graph output: as read(), but a view that was written through is taken again from its
+  // parent, so that it is a view of its base's new value with the layout eager gives it (in
+  // eager, relu_(x.slice(...)) returns the slice of x, not a fresh tensor).
+  Value* read_output(const Value* v) {
+    if (v == nullptr) return nullptr;
+    v = canonical(v);
+    if (base_.at(v) == v || !views_.at(v).written) return read(v);
+    View& view = views_.at(v);
+    Value* parent = read_output(view.parent);
+    const Node* n = v->producer();
+    view.current = add(n->op(), {parent}, n->attrs())->output(v->output_index());
+    view.written = false;
     return view.current;
   }
 
@@ -142,10 +159,12 @@ class Functionalizer {
     } else {
       copy = add(n.op(), std::move(inputs), n.attrs());
     }
+    std::vector<TensorMeta> metas;  // the old node's output metas, when some output may alias
     for (size_t j = 0; j < n.outputs().size(); ++j) {
       const Value* o = n.output(j);
       const int aliased = n.op().aliased_input(static_cast<int>(j));
       const Value* parent = aliased >= 0 ? n.inputs()[aliased] : nullptr;
+      if (parent != nullptr && !is_view_output(n, j, metas)) parent = nullptr;
       if (parent == nullptr) {
         make_base(o, copy->output(j));
         continue;
@@ -155,6 +174,20 @@ class Functionalizer {
       base_[o] = b;
       views_[o] = View{b, parent, copy->output(j), state_.at(b).version};
     }
+  }
+
+  // Whether output j of old node n, declared as aliasing an input, is a view when the program
+  // runs as traced: reshape copies when its input's strides allow no view, and then writing
+  // into its result leaves the input alone (and writing the input leaves the result alone), as
+  // in eager. Decided by the op's shape rule over the old graph's types (the trace-time
+  // layouts, which the guards pin for arguments).
+  static bool is_view_output(const Node& n, size_t j, std::vector<TensorMeta>& metas) {
+    if (metas.empty()) {
+      std::vector<Tensor> fakes;
+      for (const Value* v : n.inputs()) fakes.push_back(v ? fake_tensor(v->type()) : Tensor());
+      metas = n.op().shape(fakes, n.attrs());
+    }
+    return j < metas.size() && metas[j].is_view;
   }
 
   // A node that writes: its functional variant, then the writes.
@@ -229,6 +262,7 @@ class Functionalizer {
     View& view = views_.at(m);
     view.current = nv;
     view.version = s.version;
+    view.written = true;
     ++out_.scatters;
   }
 

@@ -15,6 +15,18 @@ bool is_row_major(const Shape& sizes, const Shape& strides) {
   return same_shape(strides, contiguous_strides(sizes));
 }
 
+// Same memory layout for these sizes: a dim of size 1 is never stepped over, so its stride
+// says nothing (channels-last [2,512,1,1] is {512,1,512,512} or {512,1,1,1} depending on who
+// computed it).
+bool same_layout(const Shape& sizes, const Shape& a, const Shape& b) {
+  if (a.size() != b.size() || a.size() != sizes.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (sizes[i].maybe_int() == 1) continue;
+    if (!same_sym(a[i], b[i])) return false;
+  }
+  return true;
+}
+
 bool same_type(const ValueType& a, const ValueType& b) {
   return a.dtype == b.dtype && a.device == b.device && same_shape(a.sizes, b.sizes) &&
          same_shape(a.strides, b.strides) && a.requires_grad == b.requires_grad;
@@ -328,7 +340,7 @@ void Graph::verify() const {
       bool ok = t.dtype == expected.dtype && t.device == expected.device &&
                 same_shape(t.sizes, expected.sizes) &&
                 (t.strides.empty() || metas[i].strides.empty() ||
-                 same_shape(t.strides, metas[i].strides));
+                 same_layout(t.sizes, t.strides, metas[i].strides));
       LATHE_CHECK(ok, where(), "output ", i, " (", value_name(n.outputs_[i]), ") has type ",
                   t.to_string(), " but the shape rule gives ", expected.to_string());
     }

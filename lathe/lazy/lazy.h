@@ -53,7 +53,8 @@ struct Metrics {
 Metrics metrics();
 void reset_metrics();
 
-// The backend compiling lazy graphs ("interpreter" unless changed; any registered name).
+// The backend compiling lazy graphs ("cpu" unless changed; any registered name, such as the
+// reference "interpreter").
 // Changing it clears the executable cache.
 void set_backend(const std::string& name);
 std::string backend();

@@ -48,7 +48,7 @@ struct LazyContext {
   bool window_foreign = false;           // an input comes from an earlier window (its sync failed)
   Metrics metrics;
   ExecutableCache cache;
-  std::string backend_name = "interpreter";
+  std::string backend_name = "cpu";
   std::unique_ptr<backend::Backend> backend;
   std::function<uint64_t(uint64_t)> hash_override;
   std::function<void(const OpDef&, const std::vector<Tensor>&)> record_observer;

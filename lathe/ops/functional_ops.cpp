@@ -3,10 +3,11 @@
 //   copy(self, src)                    src converted to self's dtype, broadcast to self's shape
 //   fill(self; value)                  a tensor like self, every element `value`
 //   as_strided_scatter(base, src; size, stride, offset)
-//                                      a row-major copy of base whose as_strided(size, stride,
+//                                      a copy of base whose as_strided(size, stride,
 //                                      offset) window holds src (as torch.as_strided_scatter for a
 //                                      contiguous base: the window is counted in elements of the
-//                                      base's row-major layout, from its first element)
+//                                      base's row-major layout, from its first element); the
+//                                      result has base's layout
 // (mul_scalar lives with mul_scalar_ in elementwise_ops.cpp, batch_norm_functional with
 // batch_norm in nn_ops.cpp.)
 #include "lathe/kernels/elementwise.h"
@@ -71,15 +72,23 @@ std::vector<TensorMeta> as_strided_scatter_rule(TensorList in, const Attrs& a) {
       LATHE_CHECK(last < *numel, "[as_strided_scatter] window ", sz, " strides ", st, " offset ",
                   off, " reaches past the ", *numel, " elements of base ", base.shape_string());
   }
-  return {result_meta(base.sizes(), base.dtype(), base.device())};
+  // Laid out like base (as the base written in place in eager keeps its layout).
+  TensorMeta m = result_meta(base.sizes(), base.dtype(), base.device());
+  m.strides = output_strides(m.sizes, in.subspan(0, 1));
+  return {m};
 }
 
 std::vector<Tensor> as_strided_scatter_kernel(TensorList in, const Attrs& a,
                                               const std::vector<TensorMeta>& m) {
-  Tensor out = empty(m[0].sizes, m[0].dtype);
-  kernels::copy(out, in[0]);
-  Tensor window = make_view(out, a.get_shape("size"), a.get_shape("stride"), a.get_int("offset"));
+  Tensor out = alloc_output(m[0].sizes, m[0].dtype, in.subspan(0, 1));
+  // The window counts elements of the row-major layout: scatter into a row-major tensor, then
+  // copy that into base's layout when it is another one.
+  Tensor row_major = out.is_contiguous() ? out : empty(m[0].sizes, m[0].dtype);
+  kernels::copy(row_major, in[0]);
+  Tensor window =
+      make_view(row_major, a.get_shape("size"), a.get_shape("stride"), a.get_int("offset"));
   kernels::copy(window, in[1]);
+  if (!out.is_same(row_major)) kernels::copy(out, row_major);
   return {out};
 }
 

@@ -57,10 +57,10 @@ enum class DynamicPolicy : uint8_t {
 };
 
 struct CompileOptions {
-  // A lathe::backend registry name: "interpreter" (the reference, the default: runs the traced
-  // graph node by node with the eager kernels) or "cpu" (the optimizing pass pipeline; not yet
-  // the default: see docs/architecture.md).
-  std::string backend = "interpreter";
+  // A lathe::backend registry name: "cpu" (the default: the optimizing pass pipeline and the
+  // planned executor, see docs/architecture.md) or "interpreter" (the reference: runs the traced
+  // graph node by node with the eager kernels).
+  std::string backend = "cpu";
   DynamicPolicy dynamic = DynamicPolicy::kAuto;
   // At most this many cache entries; a miss beyond it runs the function eagerly (with one
   // warning naming the failing guard) or throws when error_on_recompile_limit is set.

@@ -120,10 +120,18 @@ TEST(LazyCache, GraphsDifferingInAnAttributeOrShapeNeverShareAnEntry) {
 }
 
 TEST(LazyCache, BackendIsConfigurable) {
-  EXPECT_EQ(lazy::backend(), "interpreter");
+  EXPECT_EQ(lazy::backend(), "cpu");  // the default: the optimizing backend
   EXPECT_THROW(lazy::set_backend("no-such-backend"), Error);
-  EXPECT_EQ(lazy::backend(), "interpreter");
+  EXPECT_EQ(lazy::backend(), "cpu");
+  // The reference stays selectable; switching clears the cache and runs graphs on it.
+  Tensor x = randn({2, 3}, 42);
+  Tensor want = relu(mul(x, 2.0));
   lazy::set_backend("interpreter");
+  EXPECT_EQ(lazy::backend(), "interpreter");
+  EXPECT_EQ(lazy::cache_size(), 0u);
+  Tensor got = relu(mul(x.to(Device::lazy()), 2.0)).to(Device::cpu());
+  EXPECT_TRUE(all_close(got, want, 0, 0));
+  lazy::set_backend("cpu");
   EXPECT_EQ(lazy::cache_size(), 0u);
 }
 

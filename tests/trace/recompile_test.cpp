@@ -200,6 +200,38 @@ TEST(Recompile, ParameterReassignedRecompilesButInPlaceUpdateHits) {
       << f.last_recompile_reason();
 }
 
+// An inference call (eval, grad off) on the default backend freezes the weights into the
+// compiled graph: an in-place update fails the entry's storage-version guard, the stale entry is
+// dropped and the next call re-freezes with the new values. With freeze off the entry is reused
+// and reads the weights at every call, as on the interpreter.
+TEST(Recompile, InPlaceUpdateOfAFrozenParameterRefreezesUnlessFreezeIsOff) {
+  for (bool freeze : {true, false}) {
+    SCOPED_TRACE(freeze ? "freeze" : "no freeze");
+    manual_seed(3);
+    auto lin = nn::make<nn::Linear>(4, 2);
+    lin->eval();
+    NoGradGuard no_grad;
+    CompileOptions options;
+    options.freeze = freeze;
+    auto f = compile(std::static_pointer_cast<nn::Module>(lin), options);
+    Tensor x = randn_seeded({3, 4}, 1);
+    Tensor before = f({x})[0];
+    EXPECT_TRUE(same_values(before, lin->forward(x), 1e-6));
+    EXPECT_EQ(contains(f.guards_string(), "frozen"), freeze) << f.guards_string();
+    for (int step = 0; step < 3; ++step) {
+      mul_(lin->param("weight"), 2.0);
+      add_(lin->param("bias"), full({}, 0.5));
+      Tensor after = f({x})[0];
+      EXPECT_TRUE(same_values(after, lin->forward(x), 1e-6)) << "update " << step;
+      EXPECT_FALSE(same_values(after, before)) << "update " << step;
+      before = after;
+    }
+    EXPECT_EQ(f.stats().compiles, freeze ? 4 : 1);
+    EXPECT_EQ(f.num_entries(), 1u);  // a stale frozen entry is dropped, not kept
+    EXPECT_EQ(f.stats().eager_calls, 0);
+  }
+}
+
 TEST(Recompile, SubmoduleReplaced) {
   manual_seed(4);
   auto seq = nn::make<nn::Sequential>(

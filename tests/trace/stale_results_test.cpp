@@ -350,7 +350,9 @@ TEST(StaleModules, ChildSwappedInALambdaIsSeen) {
   Tensor x = randn_seeded({3, 4}, 1);
   EXPECT_TRUE(same_values(f({x})[0], seq->forward(x)));
   seq->set_child("1", nn::make<nn::GELU>());
-  EXPECT_TRUE(same_values(f({x})[0], seq->forward(x)));
+  // The cpu backend runs linear + gelu as one oneDNN primitive with a gelu post-op, which
+  // rounds slightly differently; relu in place of gelu would differ by far more.
+  EXPECT_TRUE(same_values(f({x})[0], seq->forward(x), 1e-5));
   EXPECT_EQ(f.stats().compiles, 2);
   EXPECT_TRUE(contains(f.last_recompile_reason(), "Sequential")) << f.last_recompile_reason();
 }

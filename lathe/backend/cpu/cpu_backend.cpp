@@ -5,10 +5,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "lathe/backend/cpu/executor.h"
-#include "lathe/backend/cpu/fuse_attention.h"
 #include "lathe/backend/cpu/constant_fold.h"
+#include "lathe/backend/cpu/executor.h"
 #include "lathe/backend/cpu/fold_batch_norm.h"
+#include "lathe/backend/cpu/fuse_attention.h"
 #include "lathe/backend/cpu/fuse_conv.h"
 #include "lathe/backend/cpu/fuse_linear.h"
 #include "lathe/backend/cpu/plan_layouts.h"
@@ -16,6 +16,7 @@
 #include "lathe/backend/interpreter.h"
 #include "lathe/ir/functionalize.h"
 #include "lathe/ir/passes.h"
+#include "lathe/kernels/elementwise.h"
 
 namespace lathe::backend {
 namespace cpu {
@@ -155,7 +156,20 @@ class CpuExecutable final : public Executable {
                 " inputs, got ", inputs.size());
     std::vector<Tensor> all(inputs.begin(), inputs.end());
     all.insert(all.end(), derived_.begin(), derived_.end());
-    return inner_->run(all, symbols);
+    std::vector<Tensor> outputs = inner_->run(all, symbols);
+    // An output that is (a view of) a folded constant gets its own copy: in eager it is a fresh
+    // tensor on every call, and a caller writing into it must not change the next call's result.
+    for (Tensor& out : outputs) {
+      if (!out.defined() || !out.has_storage()) continue;
+      for (const Tensor& c : derived_) {
+        if (!c.has_storage() || c.impl().storage != out.impl().storage) continue;
+        Tensor copy = empty_like(out);
+        kernels::copy(copy, out);
+        out = std::move(copy);
+        break;
+      }
+    }
+    return outputs;
   }
 
  private:

@@ -5,17 +5,10 @@
 #include <unordered_map>
 
 #include "lathe/backend/cpu/memory_plan.h"
-#include "lathe/sym/expr.h"
+#include "lathe/backend/symbolic_attrs.h"
 
 namespace lathe::backend::cpu {
 namespace {
-
-// A symbolic element of a Shape attribute: attrs.items()[item][element] is `expr`.
-struct SymbolicAttr {
-  size_t item;
-  size_t element;
-  const sym::Expr* expr;
-};
 
 struct Step {
   const OpDef* op;
@@ -106,12 +99,7 @@ class Executor final : public PlannedExecutable {
       s.op = &n->op();
       s.attrs = n->attrs();
       s.name = lathe::detail::str(n->name(), " (", n->op().name, ")");
-      for (size_t i = 0; i < s.attrs.items().size(); ++i) {
-        const Shape* shape = std::get_if<Shape>(&s.attrs.items()[i].second);
-        if (!shape) continue;
-        for (size_t j = 0; j < shape->size(); ++j)
-          if (const sym::Expr* e = (*shape)[j].expr()) s.symbolic.push_back({i, j, e});
-      }
+      s.symbolic = find_symbolic_attrs(s.attrs);
       for (const ir::Value* v : n->inputs()) s.inputs.push_back(v ? slot_of(v) : -1);
       for (int i : s.op->mutated_inputs)
         if (i < static_cast<int>(s.inputs.size()) && s.inputs[i] >= 0 && s.op->mutates(s.attrs, i))
@@ -177,21 +165,6 @@ class Executor final : public PlannedExecutable {
     return nullptr;
   }
 
-  // The step's attributes with every symbol replaced by its value for this call.
-  static Attrs substitute(const Step& s, SymbolValues symbols) {
-    Attrs attrs = s.attrs;
-    size_t k = 0;
-    while (k < s.symbolic.size()) {
-      size_t item = s.symbolic[k].item;
-      const auto& [name, value] = s.attrs.items()[item];
-      Shape shape = std::get<Shape>(value);
-      for (; k < s.symbolic.size() && s.symbolic[k].item == item; ++k)
-        shape[s.symbolic[k].element] = sym::evaluate(s.symbolic[k].expr, symbols);
-      attrs.set(name, std::move(shape));
-    }
-    return attrs;
-  }
-
   Error node_error(const Step& s, const Error& e) const {
     return Error(lathe::detail::str("[cpu.executor] node ", s.name, ": ", e.what()));
   }
@@ -222,7 +195,7 @@ class Executor final : public PlannedExecutable {
       args.clear();
       for (int i : s.inputs) args.push_back(i >= 0 ? slots[i] : Tensor());
       try {
-        sp.attrs = s.symbolic.empty() ? Attrs() : substitute(s, symbols);
+        sp.attrs = s.symbolic.empty() ? Attrs() : substitute_symbols(s.attrs, s.symbolic, symbols);
         const Attrs& attrs = s.symbolic.empty() ? s.attrs : sp.attrs;
         sp.metas = s.op->shape(args, attrs);
         std::vector<Tensor> outs = s.op->kernel(args, attrs, sp.metas);
