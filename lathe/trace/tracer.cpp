@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lathe/core/grad_mode.h"
 #include "lathe/ops/shape_util.h"
 
 namespace lathe::detail {
@@ -178,7 +179,9 @@ ir::Node* Tracer::add_node(const OpDef& op, std::vector<ir::Value*>&& inputs, co
   std::vector<ir::ValueType> types;
   types.reserve(outputs.size());
   for (const TensorMeta& m : outputs) types.push_back({m.dtype, m.device, m.sizes, m.strides});
-  return graph_.add_node(op, std::move(inputs), attrs, std::move(types));
+  ir::Node* node = graph_.add_node(op, std::move(inputs), attrs, std::move(types));
+  if (!GradMode::is_enabled()) no_grad_nodes_.insert(node);
+  return node;
 }
 
 void Tracer::note_view(ir::Node* const& node, int output, ir::Value* const& base) {

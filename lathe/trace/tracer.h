@@ -92,6 +92,9 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   // True when capture slot k is a tensor a factory made while this trace ran (a constant of the
   // function, such as zeros({3}) in its body), not one that existed before.
   bool made_while_tracing(size_t k) const { return made_[k] != 0; }
+  // True when `node` was recorded with grad mode off (a NoGradGuard inside the function): AOT
+  // autograd gives it no gradient, as eager records no autograd node for it.
+  bool recorded_without_grad(const ir::Node* node) const { return no_grad_nodes_.count(node) != 0; }
 
   // A factory allocated this tensor while the trace runs.
   void note_allocation(const TensorImpl* impl) { allocated_.insert(impl); }
@@ -140,10 +143,11 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   std::vector<SymbolBinding> bindings_;
   std::vector<const sym::Expr*> binding_symbols_;
   std::vector<sym::Source> sources_;
-  std::unordered_map<const ir::Value*, int> roots_;  // value -> the graph input it views
-  std::vector<uint8_t> written_;                     // per graph input
-  std::vector<uint8_t> made_;                        // per capture slot
-  std::unordered_set<const TensorImpl*> allocated_;  // tensors made while tracing
+  std::unordered_map<const ir::Value*, int> roots_;    // value -> the graph input it views
+  std::vector<uint8_t> written_;                       // per graph input
+  std::vector<uint8_t> made_;                          // per capture slot
+  std::unordered_set<const TensorImpl*> allocated_;    // tensors made while tracing
+  std::unordered_set<const ir::Node*> no_grad_nodes_;  // recorded under a NoGradGuard
 };
 
 }  // namespace lathe::detail
