@@ -75,9 +75,11 @@ ir::ValueType contiguous_type(const ir::ValueType& t) {
   return c;
 }
 
+// Backward inputs print by name (their kind and index are not read: `sources` says where each
+// comes from).
 ir::InputSource source_named(int index, std::string name) {
   ir::InputSource s;
-  s.kind = ir::InputSource::Kind::argument;
+  s.kind = ir::InputSource::Kind::captured;
   s.index = index;
   s.name = std::move(name);
   return s;
@@ -313,7 +315,8 @@ std::shared_ptr<AotPlan> build_aot_plan(ir::Graph& forward, std::shared_ptr<sym:
     if (!v->is_input()) continue;
     const int pos = input_pos.at(v);
     plan->input_read[pos] = 1;
-    ir::Value* in = bg->add_input(v->type(), source_named(pos, plan->input_names[pos]));
+    ir::Value* in =
+        bg->add_input(v->type(), source_named(pos, "forward." + plan->input_names[pos]));
     sources[in] = {BackwardInput::Kind::kForwardInput, pos};
     bt.bind_to(jb.fakes.of(v), in);
   }
@@ -356,10 +359,8 @@ std::shared_ptr<AotPlan> build_aot_plan(ir::Graph& forward, std::shared_ptr<sym:
       plan->backward_inputs.push_back(it->second);
       continue;
     }
-    const ir::InputSource& s = bg->input_sources()[i];
-    LATHE_CHECK(s.kind == ir::InputSource::Kind::captured,
-                "[compile] AOT autograd: backward input ", i, " has no source");
-    plan->backward_inputs.push_back({BackwardInput::Kind::kConstant, s.index});
+    // Not one of ours: a constant the tracer lifted (its capture slot).
+    plan->backward_inputs.push_back({BackwardInput::Kind::kConstant, bg->input_sources()[i].index});
   }
   plan->constants = bt.captured();
   for (size_t j = 0; j < user_outputs.size(); ++j)

@@ -183,6 +183,31 @@ TEST(AotAutograd, CnnF32) {
       bs, 1e-4, 1e-5);
 }
 
+// The same through the optimizing "cpu" backend (both the forward and the backward graph).
+TEST(AotAutograd, CnnAndMlpOnTheCpuBackend) {
+  CompileOptions opts;
+  opts.backend = "cpu";
+  for (Factory fac : {cnn, mlp}) {
+    const bool is_cnn = fac == cnn;
+    SCOPED_TRACE(is_cnn ? "cnn" : "mlp");
+    auto [e, c] = twins(fac, DType::f32);
+    nn::Module* cm = c.get();
+    auto f =
+        lathe::compile([cm](const V& a) { return cross_entropy(cm->forward(a[0]), a[1]); }, opts);
+    std::vector<Batch> bs;
+    for (int s = 0; s < 3; ++s)
+      bs.push_back(is_cnn ? batch({4, 3, 8, 8}, 5, DType::f32, 70 + s)
+                          : batch({6, 8}, 4, DType::f32, 70 + s));
+    train_and_compare(
+        e, c, [&](const Batch& b) { return loss_of(*e, b); },
+        [&](const Batch& b) {
+          return f({b.x, b.y})[0];
+        },
+        bs, 1e-4, 1e-5);
+    EXPECT_EQ(f.stats().compiles, 1);
+  }
+}
+
 TEST(AotAutograd, DynamicBatchSize) {
   auto [e, c] = twins(cnn, DType::f64);
   nn::Module* cm = c.get();
