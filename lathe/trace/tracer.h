@@ -102,6 +102,8 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   // DispatchMode: every op dispatched under the scope is recorded; factories are noted.
   std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs,
                                std::vector<TensorMeta>&& metas) override {
+    if (op.category == OpCategory::random && !recording_mask_)
+      return record_random(op, inputs, attrs, std::move(metas));
     return GraphRecorder::record(op, inputs, attrs, std::move(metas));
   }
   void on_allocation(const TensorImpl* impl) override { note_allocation(impl); }
@@ -131,6 +133,11 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   Tensor make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,
                    bool requires_grad);
   void add_root(const ir::Value* input);  // before input_origin_ grows
+  // With grad on, dropout(x) is recorded as mul(x, dropout(ones)): the same draws from the
+  // generator, and a mask that AOT autograd can save for the backward (eager's vjp replays the
+  // generator instead, which a compiled backward cannot).
+  std::vector<Tensor> record_random(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                                    std::vector<TensorMeta>&& metas);
 
   sym::ShapeEnv& env_;
   ir::Graph& graph_;
@@ -148,6 +155,7 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   std::vector<uint8_t> made_;                          // per capture slot
   std::unordered_set<const TensorImpl*> allocated_;    // tensors made while tracing
   std::unordered_set<const ir::Node*> no_grad_nodes_;  // recorded under a NoGradGuard
+  bool recording_mask_ = false;                        // inside record_random
 };
 
 }  // namespace lathe::detail
