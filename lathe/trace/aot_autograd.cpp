@@ -285,6 +285,13 @@ std::shared_ptr<AotPlan> build_aot_plan(ir::Graph& forward, std::shared_ptr<sym:
     else
       saved.push_back(const_cast<ir::Value*>(v));
   }
+  // Forward inputs a recomputation reads are backward inputs too.
+  for (const ir::Value* v : std::vector<const ir::Value*>(needed))
+    if (recomputed.count(v))
+      for (const ir::Value* in : v->producer()->inputs())
+        if (in && in->is_input() && !needed_set.count(in) &&
+            std::find(needed.begin(), needed.end(), in) == needed.end())
+          needed.push_back(in);
   // A value the backward reads must still hold what the vjp saw: refuse in-place writes to it.
   {
     ir::AliasAnalysis aliases(forward);
