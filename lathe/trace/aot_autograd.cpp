@@ -359,6 +359,13 @@ std::shared_ptr<AotPlan> build_aot_plan(ir::Graph& forward, std::shared_ptr<sym:
   }
   bg->set_outputs(outputs);
   ir::dead_code_elimination(*bg);
+  // Its inputs are saved values, parameters and shared constants: the backward must not write
+  // them (the vjp rules are functional; a write would change what the next call reads).
+  for (const ir::Node* n : bg->nodes())
+    for (size_t i = 0; i < n->inputs().size(); ++i)
+      if (n->inputs()[i] && n->mutates_input(static_cast<int>(i)))
+        jb.fail(str("the backward's '", n->op().name, "' (node ", n->name(),
+                    ") writes in place; the vjp rules must be functional"));
   for (size_t i = 0; i < bg->inputs().size(); ++i) {
     const ir::Value* in = bg->inputs()[i];
     auto it = sources.find(in);
