@@ -554,7 +554,9 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
     entry->num_symbols = std::max(entry->num_symbols, static_cast<size_t>(b.symbol) + 1);
   std::unique_ptr<backend::Backend> backend = backend::create_backend(options_.backend);
   backend::CompileContext context;
-  if (options_.freeze && backend->uses_constants() && !aot) freeze_captures(*entry, graph, context);
+  // Training entries freeze too: only captures that neither require grad nor are written (an
+  // eval-mode BatchNorm's statistics); the backward reads the same tensors as node inputs.
+  if (options_.freeze && backend->uses_constants()) freeze_captures(*entry, graph, context);
   entry->graph_text = graph.to_string();
   if (aot) {
     LATHE_CHECK(!entry->on_lazy_device, "[compile] '", options_.name,

@@ -201,6 +201,27 @@ TEST_P(AotAutograd, CnnF32) {
       bs, 1e-4, 1e-5);
 }
 
+// Eval mode with trainable parameters (fine-tuning with frozen statistics): the cpu backend
+// freezes the BatchNorm statistics, the backward reads the same tensors.
+TEST_P(AotAutograd, EvalModeCnnGradients) {
+  auto [e, c] = twins(cnn, DType::f32);
+  for (auto* m : {e.get(), c.get()}) {
+    m->eval();
+    Generator gm(3);
+    for (auto& [name, t] : m->named_buffers())
+      if (name.find("running_var") != std::string::npos) gm.fill_uniform(t, 0.5, 2.0);
+  }
+  auto f = compile_loss(c.get());
+  std::vector<Batch> bs;
+  for (int s = 0; s < 2; ++s) bs.push_back(batch({3, 3, 8, 8}, 5, DType::f32, 90 + s));
+  train_and_compare(
+      e, c, [&](const Batch& b) { return loss_of(*e, b); },
+      [&](const Batch& b) {
+        return f({b.x, b.y})[0];
+      },
+      bs, 1e-4, 1e-5);
+}
+
 TEST_P(AotAutograd, DynamicBatchSize) {
   auto [e, c] = twins(cnn, DType::f64);
   nn::Module* cm = c.get();
