@@ -26,6 +26,16 @@
 //   });
 //   good(std::vector<lathe::Arg>{x, lr});         // a new lr recompiles (guarded by value)
 //
+// Training: called with grad enabled where an argument or a captured parameter requires grad,
+// the entry compiles the forward and, from the ops' vjp rules, the backward (AOT autograd,
+// lathe/trace/aot_autograd.h); outputs that require grad get one autograd node, and backward()
+// on them runs the compiled backward and accumulates .grad on the real parameters as eager does.
+//
+//   auto step = lathe::compile([&](const std::vector<lathe::Tensor>& a) {
+//     return lathe::cross_entropy(model->forward(a[0]), a[1]);
+//   });
+//   step({x, y})[0].backward();  // then opt.step(); the next call reads the updated parameters
+//
 // CompileOptions::verify (or LATHE_COMPILE_VERIFY=1) runs the function eagerly beside the first
 // calls of each cache entry and throws on a mismatch, naming the function and the output.
 //

@@ -89,6 +89,17 @@ void resolve_symbols(ir::Graph& graph, sym::ShapeEnv& env) {
   }
 }
 
+// Per graph input: whether it requires grad (a floating argument or capture, grad mode on).
+std::vector<uint8_t> inputs_requiring_grad(const Tracer& tracer, const std::vector<Arg>& args) {
+  std::vector<uint8_t> rg;
+  if (!GradMode::is_enabled()) return rg;
+  for (int o : tracer.input_origin()) {
+    const Tensor& t = o >= 0 ? tensor_at(args, o) : tracer.captured()[-1 - o];
+    rg.push_back(t.requires_grad() && is_floating(t.dtype()) ? 1 : 0);
+  }
+  return rg;
+}
+
 // A new tensor with t's values, sizes and strides (t is dense: a factory made it).
 Tensor fresh_copy(const Tensor& t) {
   Tensor c = empty_like(t);
@@ -132,7 +143,14 @@ std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
   }
   for (const SymbolBinding& b : bindings)
     syms[b.symbol] = *tensor_at(args, b.arg).sizes()[b.dim].maybe_int();
-  std::vector<Tensor> outs = executable->run(inputs, backend::SymbolValues(syms, num_symbols));
+  std::vector<Tensor> outs;
+  if (aot) {
+    NoGradGuard no_grad;  // the one node aot_attach records stands for the whole graph
+    outs = executable->run(inputs, backend::SymbolValues(syms, num_symbols));
+  } else {
+    outs = executable->run(inputs, backend::SymbolValues(syms, num_symbols));
+  }
+  if (aot) aot_attach(aot, inputs, outs, backend::SymbolValues(syms, num_symbols));
   for (size_t i = 0; i < outs.size() && i < output_device.size(); ++i)
     if (!output_device[i].is_cpu()) outs[i] = wrap_device_buffer(outs[i], output_device[i]);
   std::vector<Tensor> result;
@@ -438,7 +456,7 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
   // Captured lazy tensors (parameters on the device) must hold their data to be lifted.
   sync_devices();
   auto entry = std::make_unique<CacheEntry>();
-  entry->env = std::make_unique<sym::ShapeEnv>();
+  entry->env = std::make_shared<sym::ShapeEnv>();
   std::unordered_map<const TensorImpl*, std::string> names;
   if (module_) {
     for (auto& [name, t] : module_->named_parameters()) names.emplace(t.impl_ptr().get(), name);
@@ -509,6 +527,18 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
   resolve_symbols(graph, *entry->env);
   graph.verify();
   log_specialized_dims(tracer, *entry->env);
+  // Training (grad on and an input requiring grad): the joint graph, partitioned. Built before
+  // the guards are produced: the vjps' shape rules may add guards.
+  std::shared_ptr<AotPlan> aot;
+  if (std::vector<uint8_t> rg = inputs_requiring_grad(tracer, args); aot_wanted(graph, rg)) {
+    aot = build_aot_plan(graph, entry->env, tracer, std::move(rg), options_.name);
+    if (aot) {
+      resolve_symbols(graph, *entry->env);
+      resolve_symbols(*aot->backward_graph, *entry->env);
+      graph.verify();
+      aot->backward_graph->verify();
+    }
+  }
 
   entry->guards.record_call(args);
   entry->guards.set_program(entry->env->produce_guards(tracer.sources()));
@@ -524,8 +554,22 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
     entry->num_symbols = std::max(entry->num_symbols, static_cast<size_t>(b.symbol) + 1);
   std::unique_ptr<backend::Backend> backend = backend::create_backend(options_.backend);
   backend::CompileContext context;
+  // Training entries freeze too: only captures that neither require grad nor are written (an
+  // eval-mode BatchNorm's statistics); the backward reads the same tensors as node inputs.
   if (options_.freeze && backend->uses_constants()) freeze_captures(*entry, graph, context);
   entry->graph_text = graph.to_string();
+  if (aot) {
+    LATHE_CHECK(!entry->on_lazy_device, "[compile] '", options_.name,
+                "': training (AOT autograd) with tensors on the lazy device is not supported; "
+                "compile it with CPU tensors");
+    aot->backward_text = aot->backward_graph->to_string();
+    aot->backward = backend->compile(*aot->backward_graph);
+    aot->backward_graph.reset();
+    entry->graph_text += "backward (" + std::to_string(aot->num_saved) + " saved, " +
+                         std::to_string(aot->num_recomputed) + " recomputed):\n" +
+                         aot->backward_text;
+    entry->aot = aot;
+  }
   entry->guards_text = entry->guards.to_string();
   entry->executable = backend->compile_with_context(graph, context);
   return entry;

@@ -12,6 +12,7 @@
 
 #include "lathe/backend/backend.h"
 #include "lathe/sym/shape_env.h"
+#include "lathe/trace/aot_autograd.h"
 #include "lathe/trace/compile.h"
 #include "lathe/trace/guards.h"
 #include "lathe/trace/tracer.h"
@@ -28,7 +29,8 @@ struct OutputSpec {
 // One trace: its guards and its executable, with the real tensors it captured.
 struct CacheEntry {
   // Owns the symbolic expressions the graph and the executable refer to: destroyed last.
-  std::unique_ptr<sym::ShapeEnv> env;
+  // Shared with the AOT plan, whose backward can run after the entry is gone.
+  std::shared_ptr<sym::ShapeEnv> env;
   EntryGuards guards;
   std::unique_ptr<backend::Executable> executable;
   std::vector<Tensor> captured;  // by reference: parameters, buffers, constants
@@ -55,6 +57,9 @@ struct CacheEntry {
   std::vector<SymbolBinding> bindings;
   size_t num_symbols = 0;
   std::vector<OutputSpec> outputs;
+  // Training entries (grad on, some input requiring grad): the compiled backward; the graph's
+  // outputs end with the values it saves (see aot_autograd.h).
+  std::shared_ptr<const AotPlan> aot;
   std::string graph_text;
   std::string guards_text;
 

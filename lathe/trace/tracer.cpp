@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lathe/core/grad_mode.h"
+#include "lathe/ops/ops.h"
 #include "lathe/ops/shape_util.h"
 
 namespace lathe::detail {
@@ -178,7 +180,25 @@ ir::Node* Tracer::add_node(const OpDef& op, std::vector<ir::Value*>&& inputs, co
   std::vector<ir::ValueType> types;
   types.reserve(outputs.size());
   for (const TensorMeta& m : outputs) types.push_back({m.dtype, m.device, m.sizes, m.strides});
-  return graph_.add_node(op, std::move(inputs), attrs, std::move(types));
+  ir::Node* node = graph_.add_node(op, std::move(inputs), attrs, std::move(types));
+  if (!GradMode::is_enabled()) no_grad_nodes_.insert(node);
+  return node;
+}
+
+std::vector<Tensor> Tracer::record_random(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                                          std::vector<TensorMeta>&& metas) {
+  if (op.name != "dropout" || !GradMode::is_enabled() || inputs.size() != 1 || !inputs[0].defined())
+    return GraphRecorder::record(op, inputs, attrs, std::move(metas));
+  recording_mask_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{recording_mask_};
+  const Tensor& x = inputs[0];
+  // A broadcast scalar of ones: no allocation of (possibly symbolic) size.
+  Tensor ones = full({}, 1.0, x.dtype()).expand(x.sizes());
+  Tensor mask = dispatch1(op, {&ones, 1}, attrs);
+  return {mul(x, mask)};
 }
 
 void Tracer::note_view(ir::Node* const& node, int output, ir::Value* const& base) {

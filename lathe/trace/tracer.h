@@ -92,6 +92,9 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   // True when capture slot k is a tensor a factory made while this trace ran (a constant of the
   // function, such as zeros({3}) in its body), not one that existed before.
   bool made_while_tracing(size_t k) const { return made_[k] != 0; }
+  // True when `node` was recorded with grad mode off (a NoGradGuard inside the function): AOT
+  // autograd gives it no gradient, as eager records no autograd node for it.
+  bool recorded_without_grad(const ir::Node* node) const { return no_grad_nodes_.count(node) != 0; }
 
   // A factory allocated this tensor while the trace runs.
   void note_allocation(const TensorImpl* impl) { allocated_.insert(impl); }
@@ -99,6 +102,8 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   // DispatchMode: every op dispatched under the scope is recorded; factories are noted.
   std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs,
                                std::vector<TensorMeta>&& metas) override {
+    if (op.category == OpCategory::random && !recording_mask_)
+      return record_random(op, inputs, attrs, std::move(metas));
     return GraphRecorder::record(op, inputs, attrs, std::move(metas));
   }
   void on_allocation(const TensorImpl* impl) override { note_allocation(impl); }
@@ -128,6 +133,11 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   Tensor make_fake(Shape sizes, Shape strides, int64_t offset, DType dtype, Device device,
                    bool requires_grad);
   void add_root(const ir::Value* input);  // before input_origin_ grows
+  // With grad on, dropout(x) is recorded as mul(x, dropout(ones)): the same draws from the
+  // generator, and a mask that AOT autograd can save for the backward (eager's vjp replays the
+  // generator instead, which a compiled backward cannot).
+  std::vector<Tensor> record_random(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                                    std::vector<TensorMeta>&& metas);
 
   sym::ShapeEnv& env_;
   ir::Graph& graph_;
@@ -140,10 +150,12 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   std::vector<SymbolBinding> bindings_;
   std::vector<const sym::Expr*> binding_symbols_;
   std::vector<sym::Source> sources_;
-  std::unordered_map<const ir::Value*, int> roots_;  // value -> the graph input it views
-  std::vector<uint8_t> written_;                     // per graph input
-  std::vector<uint8_t> made_;                        // per capture slot
-  std::unordered_set<const TensorImpl*> allocated_;  // tensors made while tracing
+  std::unordered_map<const ir::Value*, int> roots_;    // value -> the graph input it views
+  std::vector<uint8_t> written_;                       // per graph input
+  std::vector<uint8_t> made_;                          // per capture slot
+  std::unordered_set<const TensorImpl*> allocated_;    // tensors made while tracing
+  std::unordered_set<const ir::Node*> no_grad_nodes_;  // recorded under a NoGradGuard
+  bool recording_mask_ = false;                        // inside record_random
 };
 
 }  // namespace lathe::detail
