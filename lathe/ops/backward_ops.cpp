@@ -35,7 +35,10 @@ ShapeRule sized_by(const char* op, const char* size_attr) {
 }
 
 Tensor fresh(const TensorMeta& m) { return empty(m.sizes, m.dtype); }
-Tensor fresh_strided(const TensorMeta& m) { return empty_strided(m.sizes, m.strides, m.dtype); }
+// Metas without strides (result_meta) mean row-major.
+Tensor fresh_strided(const TensorMeta& m) {
+  return m.strides.empty() ? empty(m.sizes, m.dtype) : empty_strided(m.sizes, m.strides, m.dtype);
+}
 
 // The layout of an input gradient: channels-last when `like` is channels-last only (conv2d's
 // outputs are), so the gradient flows backward without layout copies; else row-major.
