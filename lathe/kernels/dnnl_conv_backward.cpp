@@ -40,10 +40,13 @@ dnnl::convolution_forward::primitive_desc forward_hint(const memory::desc& src,
   return dnnl::convolution_forward::primitive_desc(d, dnnl_default_attr(), dnnl_engine());
 }
 
-// oneDNN 2.6 on AVX2 has no jit backward kernel for some grouped convolutions on channels-last
-// data and then picks gemm or reference loops; on its own (blocked) layouts it has one.
-bool slow_impl(const std::string& impl) {
-  return impl.find("ref") != std::string::npos || impl.find("gemm") != std::string::npos;
+// oneDNN 2.6 on AVX2 has no jit backward kernel for some layouts (mixed ones, and grouped
+// convolutions with few channels per group on channels-last data) and then picks reference loops
+// or a gemm that is slow there; on its own (blocked) layouts it has one. Ungrouped gemm (1x1
+// convolutions) is fast.
+bool slow_impl(const std::string& impl, int64_t groups) {
+  return impl.find("ref") != std::string::npos ||
+         (groups > 1 && impl.find("gemm") != std::string::npos);
 }
 
 void reorder(memory from, memory to) {
@@ -124,14 +127,14 @@ void conv2d_backward_input_dnnl(const Tensor& grad_out, const Tensor& weight, co
   key.add(grad_input.int_strides()).add(w.shape());
   add_conv_key(key, p);
   auto prim = dnnl_cached_primitive(key, [&] { return make_bwd_data(gi_md, wdims, go_md, p, w); });
-  if (slow_impl(prim->impl)) {
+  if (slow_impl(prim->impl, p.groups)) {
     // Let oneDNN pick the activation layouts and reorder in and out.
     DnnlKey own = key;
     own.add(-2);
     auto alt = dnnl_cached_primitive(own, [&] {
       return make_bwd_data(any_md(grad_input.shape()), wdims, any_md(go.shape()), p, w);
     });
-    if (!slow_impl(alt->impl)) {
+    if (!slow_impl(alt->impl, p.groups)) {
       const dnnl::primitive_desc& pd = alt->pd;
       Tensor dd = buffer_for(pd.diff_dst_desc()), ds = buffer_for(pd.diff_src_desc());
       memory dd_mem = dnnl_mem(pd.diff_dst_desc(), dd), ds_mem = dnnl_mem(pd.diff_src_desc(), ds);
@@ -164,15 +167,16 @@ void conv2d_backward_weight_dnnl(const Tensor& grad_out, const Tensor& x_in, con
   key.add(102).add(go.shape()).add(go.int_strides()).add(x.shape()).add(x.int_strides());
   key.add(grad_weight.shape());
   add_conv_key(key, p);
-  auto prim =
-      dnnl_cached_primitive(key, [&] { return make_bwd_weights(x_md, wdims, go_md, p, x); });
+  auto prim = dnnl_cached_primitive(
+      key, [&] { return make_bwd_weights(x_md, wdims, go_md, p, grad_weight); });
   memory gw_mem = dnnl_mem(stored_weight_md(grad_weight, p.groups), grad_weight);
-  if (slow_impl(prim->impl)) {
+  if (slow_impl(prim->impl, p.groups)) {
     DnnlKey own = key;
     own.add(-2);
-    auto alt = dnnl_cached_primitive(
-        own, [&] { return make_bwd_weights(any_md(x.shape()), wdims, any_md(go.shape()), p, x); });
-    if (!slow_impl(alt->impl)) {
+    auto alt = dnnl_cached_primitive(own, [&] {
+      return make_bwd_weights(any_md(x.shape()), wdims, any_md(go.shape()), p, grad_weight);
+    });
+    if (!slow_impl(alt->impl, p.groups)) {
       const dnnl::primitive_desc& pd = alt->pd;
       Tensor src = buffer_for(pd.src_desc()), dd = buffer_for(pd.diff_dst_desc());
       Tensor dw = buffer_for(pd.diff_weights_desc());
