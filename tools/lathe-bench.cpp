@@ -5,7 +5,7 @@
 //   lathe-bench [--performance | --accuracy] [--inference | --training] [--only NAME]
 //               [--backend eager,lazy,compile,compile@interpreter] [--trace-on-lazy]
 //               [--randomize-input] [--batch-size N] [--repeat N] [--warmup N] [--threads N]
-//               [--tolerance X] [--csv FILE]
+//               [--tolerance X] [--csv FILE] [--image-size N]
 //
 // --performance (the default) times every backend alternately in one run (median over --repeat
 // timed calls after --warmup untimed ones) and prints a markdown table of speedups over the
@@ -13,6 +13,10 @@
 // --accuracy compares each backend's outputs with an fp64 eager run of the same weights and
 // inputs and exits 1 on any failure (`--inject-error BACKEND` scales that backend's outputs by
 // 1.01: a self-test of the check).
+// --training runs a training step instead of a forward (tools/lathe-bench/training.h): forward,
+// cross-entropy on synthetic labels, backward, SGD with momentum; --accuracy --training compares
+// gradients and updated parameters after one step with fp64 eager. --image-size sets the CNNs'
+// input size (224 by default; small sizes make quick tests).
 // Progress goes to stderr, one line per model. See docs/benchmarks.md. The modes' earlier names
 // trace_everytime (lazy) and trace_once[@B] (compile[@B]) are accepted as aliases.
 #include <algorithm>
@@ -34,6 +38,7 @@
 #include "lathe/models/registry.h"
 #include "lathe/ops/ops.h"
 #include "lathe/trace/compile.h"
+#include "tools/lathe-bench/training.h"
 
 namespace {
 
@@ -55,6 +60,8 @@ bool is_compile(const std::string& b) { return b == "compile" || b.rfind("compil
 
 struct Args {
   bool accuracy = false;
+  bool training = false;
+  int64_t image_size = 0;  // 0: the models' default (224)
   std::string only;
   std::vector<std::string> backends = kBackends;
   bool trace_on_lazy = false;
@@ -75,6 +82,7 @@ struct Args {
         "                   [--only NAME] [--backend eager,lazy,compile,compile@interpreter]\n"
         "                   [--trace-on-lazy] [--randomize-input] [--batch-size N] [--repeat N]\n"
         "                   [--warmup N] [--threads N] [--tolerance X] [--csv FILE]\n"
+        "                   [--image-size N]\n"
         "models:";
   for (const auto& n : lathe::models::model_names()) os << " " << n;
   os << "\n";
@@ -112,9 +120,10 @@ Args parse(int argc, char** argv) {
     } else if (f == "--inference") {
       takes_value = false;
     } else if (f == "--training") {
-      std::cerr << "lathe-bench: --training is not supported yet (inference only until the "
-                   "training issue lands)\n";
-      std::exit(2);
+      a.training = true;
+      takes_value = false;
+    } else if (f == "--image-size") {
+      a.image_size = parse_int(f, v, 32);
     } else if (f == "--trace-on-lazy") {
       a.trace_on_lazy = true;
       takes_value = false;
@@ -169,6 +178,8 @@ Args parse(int argc, char** argv) {
     }
     if (takes_value) ++i;
   }
+  if (a.image_size > 0 && !a.training) usage("--image-size applies to --training only");
+  if (a.training && a.trace_on_lazy) usage("--trace-on-lazy does not apply to --training");
   // The baseline always runs: eager, or lazy (model and inputs on the lazy device).
   const std::string base = a.trace_on_lazy ? "lazy" : "eager";
   auto it = std::find(a.backends.begin(), a.backends.end(), base);
@@ -607,7 +618,26 @@ int main(int argc, char** argv) {
   for (const auto& b : a.backends) std::cerr << " " << b;
   if (a.trace_on_lazy) std::cerr << ", trace on lazy";
   if (!a.accuracy) std::cerr << ", warmup " << a.warmup << ", repeat " << a.repeat;
+  if (a.training) std::cerr << ", training";
   std::cerr << std::endl;
+  if (a.training) {
+    lathe_bench::TrainingOptions o;
+    o.backends = a.backends;
+    o.batch = a.batch;
+    o.image_size = a.image_size;
+    o.repeat = a.repeat;
+    o.warmup = a.warmup;
+    o.tolerance = a.tolerance;
+    o.csv = a.csv;
+    o.inject_error = a.inject_error;
+    try {
+      return a.accuracy ? lathe_bench::run_training_accuracy(o, names)
+                        : lathe_bench::run_training_performance(o, names);
+    } catch (const lathe::Error& e) {
+      std::cerr << "lathe-bench: " << e.what() << "\n";
+      return 1;
+    }
+  }
   // Inference: no graph for gradients (and compiled entries may freeze the weights).
   lathe::NoGradGuard no_grad;
   try {

@@ -1,8 +1,12 @@
-// conv2d / pooling / embedding backward ops (declared in backward_ops.h); direct-loop kernels in
-// lathe/kernels/backward_loops.cpp.
+// conv2d / pooling / embedding backward ops (declared in backward_ops.h). f32 conv and pooling
+// run oneDNN's backward primitives (dnnl_conv_backward.h, dnnl_pool_backward.h); f64, embedding
+// and what oneDNN cannot express run the direct loops of lathe/kernels/backward_loops.cpp.
 #include "lathe/ops/backward_ops.h"
 
 #include "lathe/kernels/backward_loops.h"
+#include "lathe/kernels/dnnl_common.h"
+#include "lathe/kernels/dnnl_conv_backward.h"
+#include "lathe/kernels/dnnl_pool_backward.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 #include "lathe/ops/shape_util.h"
@@ -31,19 +35,64 @@ ShapeRule sized_by(const char* op, const char* size_attr) {
 }
 
 Tensor fresh(const TensorMeta& m) { return empty(m.sizes, m.dtype); }
+// Metas without strides (result_meta) mean row-major.
+Tensor fresh_strided(const TensorMeta& m) {
+  return m.strides.empty() ? empty(m.sizes, m.dtype) : empty_strided(m.sizes, m.strides, m.dtype);
+}
+
+// The layout of an input gradient: channels-last when `like` is channels-last only (conv2d's
+// outputs are), so the gradient flows backward without layout copies; else row-major.
+TensorMeta grad_meta_like(const Shape& sizes, const Tensor& like, const Tensor& dtype_of) {
+  TensorMeta m = result_meta(sizes, dtype_of.dtype(), dtype_of.device());
+  if (sizes.size() == 4 && like.dim() == 4 && like.is_channels_last() && !like.is_contiguous())
+    m.strides = channels_last_strides(sizes);
+  return m;
+}
+
+// Runs a reference loop that writes a row-major result into `out` (any layout).
+template <class Loop>
+void via_contiguous(const Tensor& out, Loop loop) {
+  if (out.is_contiguous()) {
+    loop(out);
+    return;
+  }
+  Tensor tmp = empty(out.sizes(), out.dtype());
+  loop(tmp);
+  detail::copy_into(out, tmp);
+}
+
+std::vector<TensorMeta> conv_input_rule(TensorList in, const Attrs& a) {
+  check_grad_out(in[0], in[1], "conv2d_backward_input");
+  const Shape& s = a.get_shape("input_size");
+  LATHE_CHECK(s.size() == 4, "[conv2d_backward_input] input_size must have 4 dims, got ", s);
+  // conv2d writes channels-last outputs, and its input gradient is channels-last likewise.
+  TensorMeta m = result_meta(s, in[0].dtype(), in[0].device());
+  m.strides = channels_last_strides(s);
+  return {m};
+}
 
 std::vector<Tensor> conv_input_kernel(TensorList in, const Attrs& a,
                                       const std::vector<TensorMeta>& m) {
-  Tensor gi = fresh(m[0]);
-  detail::conv2d_backward_input(in[0].contiguous(), in[1].contiguous(), detail::conv_params(a), gi);
+  Tensor gi = fresh_strided(m[0]);
+  const detail::Conv2dParams p = detail::conv_params(a);
+  if (gi.dtype() == DType::f32) {
+    detail::conv2d_backward_input_dnnl(in[0], in[1], p, gi);
+  } else {
+    via_contiguous(gi, [&](const Tensor& out) {
+      detail::conv2d_backward_input(in[0].contiguous(), in[1].contiguous(), p, out);
+    });
+  }
   return {gi};
 }
 
 std::vector<Tensor> conv_weight_kernel(TensorList in, const Attrs& a,
                                        const std::vector<TensorMeta>& m) {
   Tensor gw = fresh(m[0]);
-  detail::conv2d_backward_weight(in[0].contiguous(), in[1].contiguous(), detail::conv_params(a),
-                                 gw);
+  const detail::Conv2dParams p = detail::conv_params(a);
+  if (gw.dtype() == DType::f32)
+    detail::conv2d_backward_weight_dnnl(in[0], in[1], p, gw);
+  else
+    detail::conv2d_backward_weight(in[0].contiguous(), in[1].contiguous(), p, gw);
   return {gw};
 }
 
@@ -51,22 +100,34 @@ std::vector<TensorMeta> max_pool_rule(TensorList in, const Attrs&) {
   check_grad_out(in[0], in[1], "max_pool2d_backward");
   LATHE_CHECK(in[1].dim() == 4, "[max_pool2d_backward] input must be 4-d, got ",
               in[1].shape_string());
-  return {result_meta(in[1].sizes(), in[1].dtype(), in[1].device())};
+  return {grad_meta_like(in[1].sizes(), in[1], in[1])};
+}
+
+std::vector<TensorMeta> avg_pool_rule(TensorList in, const Attrs& a) {
+  check_grad_out(in[0], in[0], "avg_pool2d_backward");
+  const Shape& s = a.get_shape("input_size");
+  LATHE_CHECK(s.size() == 4, "[avg_pool2d_backward] input_size must have 4 dims, got ", s);
+  return {grad_meta_like(s, in[0], in[0])};
 }
 
 std::vector<Tensor> max_pool_kernel(TensorList in, const Attrs& a,
                                     const std::vector<TensorMeta>& m) {
-  Tensor gi = fresh(m[0]);
-  detail::max_pool2d_backward(in[0].contiguous(), in[1].contiguous(),
-                              detail::pool2d_params(a, "max_pool2d_backward", true), gi);
+  Tensor gi = fresh_strided(m[0]);
+  const detail::Pool2dParams p = detail::pool2d_params(a, "max_pool2d_backward", true);
+  if (detail::max_pool2d_backward_dnnl(in[0], in[1], p, gi)) return {gi};
+  via_contiguous(gi, [&](const Tensor& out) {
+    detail::max_pool2d_backward(in[0].contiguous(), in[1].contiguous(), p, out);
+  });
   return {gi};
 }
 
 std::vector<Tensor> avg_pool_kernel(TensorList in, const Attrs& a,
                                     const std::vector<TensorMeta>& m) {
-  Tensor gi = fresh(m[0]);
-  detail::avg_pool2d_backward(in[0].contiguous(),
-                              detail::pool2d_params(a, "avg_pool2d_backward", false), gi);
+  Tensor gi = fresh_strided(m[0]);
+  const detail::Pool2dParams p = detail::pool2d_params(a, "avg_pool2d_backward", false);
+  if (detail::avg_pool2d_backward_dnnl(in[0], p, gi)) return {gi};
+  via_contiguous(
+      gi, [&](const Tensor& out) { detail::avg_pool2d_backward(in[0].contiguous(), p, out); });
   return {gi};
 }
 
@@ -107,16 +168,14 @@ namespace detail {
 void register_backward_ops(OpRegistry& r) {
   using T = AttrType;
   using C = OpCategory;
-  r.add(define_op("conv2d_backward_input", 2, sized_by("conv2d_backward_input", "input_size"),
-                  conv_input_kernel, C::contraction,
+  r.add(define_op("conv2d_backward_input", 2, conv_input_rule, conv_input_kernel, C::contraction,
                   with(conv2d_attrs(), required("input_size", T::int_list))));
   r.add(define_op("conv2d_backward_weight", 2, sized_by("conv2d_backward_weight", "weight_size"),
                   conv_weight_kernel, C::contraction,
                   with(conv2d_attrs(), required("weight_size", T::int_list))));
   r.add(define_op("max_pool2d_backward", 2, max_pool_rule, max_pool_kernel, C::pooling,
                   *r.get("max_pool2d").attr_schema));
-  r.add(define_op("avg_pool2d_backward", 1, sized_by("avg_pool2d_backward", "input_size"),
-                  avg_pool_kernel, C::pooling,
+  r.add(define_op("avg_pool2d_backward", 1, avg_pool_rule, avg_pool_kernel, C::pooling,
                   with(*r.get("avg_pool2d").attr_schema, required("input_size", T::int_list))));
   r.add(define_op("adaptive_avg_pool2d_backward", 1,
                   sized_by("adaptive_avg_pool2d_backward", "input_size"), adaptive_kernel,

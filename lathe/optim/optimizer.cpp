@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lathe/core/grad_mode.h"
+#include "lathe/kernels/multi_tensor_optim.h"
 #include "lathe/ops/ops.h"
 
 namespace lathe::optim {
@@ -14,6 +15,43 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
                 " must be floating point, got ", params_[i].shape_string());
   }
 }
+
+namespace {
+
+// The parameters a fused step updates (those with a gradient), or nothing when any of them, its
+// gradient or one of `state_keys` already in its state is not a contiguous CPU tensor of the
+// first parameter's dtype (f32 or f64), or has other sizes.
+bool fused_eligible(const std::vector<Tensor>& params,
+                    std::map<int64_t, std::map<std::string, Tensor>>& state,
+                    std::initializer_list<const char*> state_keys, std::vector<size_t>* with_grad) {
+  DType dt = DType::f32;
+  bool first = true;
+  auto ok = [&](const Tensor& t, const Tensor& like) {
+    return t.device() == Device::cpu() && t.has_storage() && t.is_contiguous() && t.dtype() == dt &&
+           t.sizes() == like.sizes();
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (first) {
+      dt = p.dtype();
+      first = false;
+      if (dt != DType::f32 && dt != DType::f64) return false;
+    }
+    if (!ok(p, p) || !ok(g, p)) return false;
+    auto it = state.find(static_cast<int64_t>(i));
+    if (it != state.end())
+      for (const char* key : state_keys) {
+        auto e = it->second.find(key);
+        if (e != it->second.end() && !ok(e->second, p)) return false;
+      }
+    with_grad->push_back(i);
+  }
+  return true;
+}
+
+}  // namespace
 
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
@@ -58,10 +96,41 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)
             {"dampening", o.dampening},
             {"weight_decay", o.weight_decay},
             {"nesterov", o.nesterov ? 1.0 : 0.0}};
+  fused_ = o.fused;
+}
+
+bool SGD::fused_step() {
+  std::vector<size_t> idx;
+  if (!fused_eligible(params_, state_, {"momentum_buffer"}, &idx)) return false;
+  if (idx.empty()) return true;
+  detail::SgdHyper h{hyper("lr"), hyper("momentum"), hyper("dampening"), hyper("weight_decay"),
+                     hyper("nesterov") != 0};
+  std::vector<detail::SgdSlot> slots;
+  for (size_t i : idx) {
+    const Tensor& p = params_[i];
+    detail::SgdSlot s{p.raw_data(), p.grad().raw_data(), nullptr, p.numel(), false};
+    if (h.momentum != 0) {
+      auto& st = state_[static_cast<int64_t>(i)];
+      auto it = st.find("momentum_buffer");
+      if (it == st.end()) {
+        it = st.emplace("momentum_buffer", empty(p.sizes(), p.dtype())).first;
+        s.first = true;
+      }
+      s.momentum_buffer = it->second.raw_data();
+    }
+    slots.push_back(s);
+  }
+  detail::multi_tensor_sgd(params_[idx[0]].dtype(), slots, h);
+  for (size_t i : idx) {
+    params_[i].bump_version();
+    if (h.momentum != 0) state_[static_cast<int64_t>(i)]["momentum_buffer"].bump_version();
+  }
+  return true;
 }
 
 void SGD::step() {
   NoGradGuard no_grad;
+  if (fused_ && fused_step()) return;
   const double lr = hyper("lr"), momentum = hyper("momentum"), dampening = hyper("dampening"),
                wd = hyper("weight_decay");
   const bool nesterov = hyper("nesterov") != 0;
@@ -101,10 +170,42 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o, bool decoupled)
             {"eps", o.eps},
             {"weight_decay", o.weight_decay},
             {"decoupled_weight_decay", decoupled ? 1.0 : 0.0}};
+  fused_ = o.fused;
+}
+
+bool Adam::fused_step() {
+  std::vector<size_t> idx;
+  if (!fused_eligible(params_, state_, {"exp_avg", "exp_avg_sq"}, &idx)) return false;
+  if (idx.empty()) return true;
+  detail::AdamHyper h{hyper("lr"),  hyper("beta1"),        hyper("beta2"),
+                      hyper("eps"), hyper("weight_decay"), hyper("decoupled_weight_decay") != 0};
+  std::vector<detail::AdamSlot> slots;
+  for (size_t i : idx) {
+    const Tensor& p = params_[i];
+    auto& st = state_[static_cast<int64_t>(i)];
+    if (!st.count("step")) {
+      st["step"] = zeros({}, DType::f32);
+      st["exp_avg"] = zeros(p.sizes(), p.dtype());
+      st["exp_avg_sq"] = zeros(p.sizes(), p.dtype());
+    }
+    Tensor& step_t = st["step"];
+    step_t.fill_(step_t.item() + 1);
+    slots.push_back({p.raw_data(), p.grad().raw_data(), st["exp_avg"].raw_data(),
+                     st["exp_avg_sq"].raw_data(), p.numel(), step_t.item()});
+  }
+  detail::multi_tensor_adam(params_[idx[0]].dtype(), slots, h);
+  for (size_t i : idx) {
+    params_[i].bump_version();
+    auto& st = state_[static_cast<int64_t>(i)];
+    st["exp_avg"].bump_version();
+    st["exp_avg_sq"].bump_version();
+  }
+  return true;
 }
 
 void Adam::step() {
   NoGradGuard no_grad;
+  if (fused_ && fused_step()) return;
   const double lr = hyper("lr"), b1 = hyper("beta1"), b2 = hyper("beta2"), eps = hyper("eps"),
                wd = hyper("weight_decay");
   const bool decoupled = hyper("decoupled_weight_decay") != 0;

@@ -51,6 +51,10 @@ struct SGDOptions {
   double dampening = 0;
   double weight_decay = 0;
   bool nesterov = false;
+  // One fused pass over all parameters (lathe/kernels/multi_tensor_optim.h) instead of several
+  // ops per parameter; bit for bit the same results. Parameters, gradients and state must be
+  // contiguous CPU tensors of one dtype (f32 or f64); otherwise the step runs per tensor.
+  bool fused = false;
 };
 
 // torch.optim.SGD: g += wd * p; buf = momentum * buf + (1 - dampening) * g (buf = g at the first
@@ -59,6 +63,10 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
+
+ private:
+  bool fused_step();  // false (nothing done) when the tensors do not qualify
+  bool fused_ = false;
 };
 
 struct AdamOptions {
@@ -67,6 +75,7 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0;
+  bool fused = false;  // as SGDOptions::fused
 };
 
 // torch.optim.Adam (decoupled = false: weight decay added to the gradient) and AdamW (decoupled
@@ -75,6 +84,10 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay = false);
   void step() override;
+
+ private:
+  bool fused_step();
+  bool fused_ = false;
 };
 
 class AdamW : public Adam {

@@ -1,0 +1,380 @@
+#include "tools/lathe-bench/training.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "lathe/core/random.h"
+#include "lathe/core/threads.h"
+#include "lathe/models/registry.h"
+#include "lathe/ops/ops.h"
+#include "lathe/optim/optimizer.h"
+
+namespace lathe_bench {
+namespace {
+
+using lathe::DType;
+using lathe::Tensor;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kLearningRate = 0.01;
+constexpr double kMomentum = 0.9;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double geomean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return v.empty() ? NAN : std::exp(s / static_cast<double>(v.size()));
+}
+
+// Inputs at the benchmark's batch (images channels-last, as the inference harness), in `dtype`.
+std::vector<Tensor> make_inputs(const std::string& name, const TrainingOptions& o, DType dtype) {
+  lathe::models::InputOptions io;
+  io.image_size = lathe::models::is_cnn(name) ? o.image_size : 0;
+  std::vector<Tensor> inputs = lathe::models::default_inputs(name, o.batch, 1, io);
+  for (auto& t : inputs) {
+    if (!lathe::is_floating(t.dtype())) continue;
+    t = t.to(dtype);
+    if (t.dim() == 4) t = t.to_channels_last();
+  }
+  return inputs;
+}
+
+// The synthetic task: every 2-d output [B, K] is a class prediction and every 3-d output
+// [B, S, K] a token prediction, each with uniformly drawn labels in [0, K) (CNNs and vit: one
+// class loss on the logits; bert: a token loss on the last hidden state plus a class loss on
+// the pooled output, so every parameter gets a gradient). The loss is the sum of the
+// cross-entropies. Labels depend only on the output shapes (fixed seed).
+class SyntheticLoss {
+ public:
+  Tensor operator()(const std::vector<Tensor>& outputs) {
+    if (labels_.empty()) {
+      lathe::Generator gen(1234);
+      for (const Tensor& out : outputs) {
+        const int64_t classes = out.shape().back();
+        labels_.push_back(lathe::randint(0, classes, {out.numel() / classes}, DType::i64, &gen));
+      }
+    }
+    Tensor loss;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const int64_t classes = outputs[i].shape().back();
+      Tensor logits = outputs[i].dim() == 2
+                          ? outputs[i]
+                          : outputs[i].reshape({outputs[i].numel() / classes, classes});
+      Tensor l = lathe::cross_entropy(logits, labels_[i]);
+      loss = loss.defined() ? lathe::add(loss, l) : l;
+    }
+    return loss;
+  }
+
+ private:
+  std::vector<Tensor> labels_;
+};
+
+// A model set up for training: train mode, parameters requiring grad, SGD with momentum.
+struct TrainingModel {
+  std::shared_ptr<lathe::models::ModelSpec> spec;
+  std::vector<std::pair<std::string, Tensor>> params;
+  std::unique_ptr<lathe::optim::SGD> opt;
+  SyntheticLoss loss;
+};
+
+// `deterministic` puts the dropout layers in eval mode (the fp64 reference and the f32 run would
+// draw different masks); BatchNorm stays in training mode.
+std::unique_ptr<TrainingModel> make_training_model(const std::string& name, DType dtype,
+                                                   bool deterministic) {
+  auto m = std::make_unique<TrainingModel>();
+  lathe::models::ModelOptions options;
+  options.seed = 0;
+  m->spec = lathe::models::create_model(name, options);
+  if (dtype != DType::f32) m->spec->module->to(dtype);
+  m->spec->module->train();
+  if (deterministic)
+    for (auto& [path, mod] : m->spec->module->named_modules())
+      if (mod->type_name() == "Dropout") mod->eval();
+  m->params = m->spec->module->named_parameters();
+  std::vector<Tensor> ps;
+  for (auto& [n, p] : m->params) ps.push_back(p.set_requires_grad(true));
+  lathe::optim::SGDOptions so;
+  so.lr = kLearningRate;
+  so.momentum = kMomentum;
+  m->opt = std::make_unique<lathe::optim::SGD>(ps, so);
+  return m;
+}
+
+// One eager training step; returns the loss.
+Tensor eager_step(TrainingModel& m, const std::vector<Tensor>& inputs) {
+  m.opt->zero_grad();
+  Tensor loss = m.loss(m.spec->forward(inputs));
+  loss.backward();
+  m.opt->step();
+  return loss;
+}
+
+using StepFn = std::function<void(const std::vector<Tensor>&)>;
+
+// The hook for the lazy and compile backends: a compiled training step (AOT autograd, issue 13)
+// plugs in here. backend_trains says whether `backend` has a training step (else why not, as the
+// table prints it); make_backend_step builds it from a TrainingModel of its own. Until
+// lathe::compile can differentiate a compiled forward, only eager trains.
+bool backend_trains(const std::string& backend, std::string* why) {
+  if (backend == "eager") return true;
+  *why = "n/a (AOT autograd not built)";
+  return false;
+}
+
+StepFn make_backend_step(const std::string& backend, TrainingModel& m) {
+  if (backend != "eager")
+    throw lathe::Error(
+        lathe::detail::str("[lathe-bench] no training step for backend '", backend, "'"));
+  return [&m](const std::vector<Tensor>& in) { eager_step(m, in); };
+}
+
+struct TrainRow {
+  std::string model;
+  std::vector<double> ms;  // per backend; NAN where the backend has no training step
+  std::vector<std::string> why;
+  double compile_s = NAN;
+};
+
+TrainRow bench_model(const std::string& name, const TrainingOptions& o) {
+  TrainRow row;
+  row.model = name;
+  const auto t_build = Clock::now();
+  // One model per backend (steps change the weights; each backend trains its own copy).
+  std::vector<std::unique_ptr<TrainingModel>> models;
+  std::vector<StepFn> steps;
+  std::vector<int> active;
+  for (size_t k = 0; k < o.backends.size(); ++k) {
+    std::string why;
+    models.push_back(nullptr);
+    steps.push_back(nullptr);
+    if (backend_trains(o.backends[k], &why)) {
+      models.back() = make_training_model(name, DType::f32, false);
+      steps.back() = make_backend_step(o.backends[k], *models.back());
+      active.push_back(static_cast<int>(k));
+    }
+    row.why.push_back(why);
+  }
+  const double build_s = seconds_since(t_build);
+  const std::vector<Tensor> inputs = make_inputs(name, o, DType::f32);
+  for (int k : active) {
+    const auto t0 = Clock::now();
+    steps[k](inputs);  // first call: a compiled step traces and compiles here
+    if (o.backends[k] != "eager") row.compile_s = seconds_since(t0);
+  }
+  for (int i = 0; i < o.warmup; ++i)
+    for (int k : active) steps[k](inputs);
+  std::vector<std::vector<double>> ms(o.backends.size());
+  for (int i = 0; i < o.repeat; ++i) {
+    for (size_t j = 0; j < active.size(); ++j) {  // alternating, rotating the first
+      const int k = active[(i + j) % active.size()];
+      const auto t0 = Clock::now();
+      steps[k](inputs);
+      ms[k].push_back(seconds_since(t0) * 1e3);
+    }
+  }
+  for (auto& v : ms) row.ms.push_back(v.empty() ? NAN : median(v));
+  std::ostringstream line;
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "[lathe-bench] %s training step, batch %lld (built in %.1f s):", name.c_str(),
+                static_cast<long long>(o.batch), build_s);
+  line << buf;
+  for (size_t k = 0; k < o.backends.size(); ++k) {
+    if (std::isnan(row.ms[k]))
+      std::snprintf(buf, sizeof buf, " %s %s", o.backends[k].c_str(), row.why[k].c_str());
+    else
+      std::snprintf(buf, sizeof buf, " %s %.2f ms", o.backends[k].c_str(), row.ms[k]);
+    line << buf;
+  }
+  std::cerr << line.str() << std::endl;
+  return row;
+}
+
+// allclose of got against ref (rtol = atol / scale = tol, scale = max |ref|, at most 1), as the
+// inference harness compares outputs; also the largest absolute error.
+bool close(const Tensor& got, const Tensor& ref, double tol, double* max_abs) {
+  std::vector<double> x = got.to_vector<double>(), y = ref.to_vector<double>();
+  if (x.size() != y.size()) return false;
+  double scale = 0;
+  for (double v : y) scale = std::max(scale, std::abs(v));
+  const double atol = tol * std::min(1.0, scale);
+  bool ok = true;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = std::abs(x[i] - y[i]);
+    if (!(d <= atol + tol * std::abs(y[i]))) ok = false;
+    if (!(d <= *max_abs)) *max_abs = std::isnan(d) ? INFINITY : d;
+  }
+  return ok;
+}
+
+// After one step: every parameter's gradient and updated value, by "name.grad" / "name".
+std::map<std::string, Tensor> one_step_state(TrainingModel& m, const StepFn& step,
+                                             const std::vector<Tensor>& in) {
+  step(in);
+  std::map<std::string, Tensor> r;
+  for (auto& [n, p] : m.params) {
+    if (p.grad().defined()) r[n + ".grad"] = p.grad().detach().to(DType::f64);
+    r[n] = p.detach().to(DType::f64);
+  }
+  return r;
+}
+
+}  // namespace
+
+int run_training_performance(const TrainingOptions& o, const std::vector<std::string>& names) {
+  std::vector<TrainRow> rows;
+  for (const auto& n : names) rows.push_back(bench_model(n, o));
+  const auto& b = o.backends;
+  const bool has_compile = std::find(b.begin(), b.end(), "compile") != b.end();
+  std::ostringstream md;
+  md << "| model | " << b[0] << " ms |";
+  for (size_t k = 1; k < b.size(); ++k) md << " " << b[k] << " |";
+  if (has_compile) md << " compile s |";
+  md << "\n| --- | ---: |";
+  for (size_t k = 1; k < b.size(); ++k) md << " ---: |";
+  if (has_compile) md << " ---: |";
+  md << "\n";
+  std::vector<std::vector<double>> speedups(b.size());
+  char buf[64];
+  for (const TrainRow& r : rows) {
+    std::snprintf(buf, sizeof buf, "%.2f", r.ms[0]);
+    md << "| " << r.model << " | " << buf << " |";
+    for (size_t k = 1; k < b.size(); ++k) {
+      if (std::isnan(r.ms[k])) {
+        md << " " << r.why[k] << " |";
+        continue;
+      }
+      speedups[k].push_back(r.ms[0] / r.ms[k]);
+      std::snprintf(buf, sizeof buf, "%.2fx", r.ms[0] / r.ms[k]);
+      md << " " << buf << " |";
+    }
+    if (has_compile) {
+      std::snprintf(buf, sizeof buf, "%.2f", r.compile_s);
+      md << " " << (std::isnan(r.compile_s) ? std::string("n/a") : std::string(buf)) << " |";
+    }
+    md << "\n";
+  }
+  md << "| geomean | |";
+  for (size_t k = 1; k < b.size(); ++k) {
+    std::snprintf(buf, sizeof buf, "%.2fx", geomean(speedups[k]));
+    md << " " << (speedups[k].empty() ? std::string("n/a") : std::string(buf)) << " |";
+  }
+  if (has_compile) md << " |";
+  md << "\n";
+  std::cout << "lathe-bench --performance --training, batch " << o.batch << ", "
+            << lathe::num_threads() << " threads, median of " << o.repeat
+            << " alternating steps (forward, cross-entropy on synthetic labels, backward, SGD "
+               "momentum "
+            << kMomentum << "); speedup = " << b[0] << " ms / backend ms\n\n"
+            << md.str();
+  if (o.csv.empty()) return 0;
+  std::ofstream csv(o.csv);
+  if (!csv) {
+    std::cerr << "lathe-bench: cannot write " << o.csv << "\n";
+    return 1;
+  }
+  csv << "model,batch,threads";
+  for (const auto& n : b) csv << "," << n << "_step_ms";
+  csv << ",compile_s\n";
+  for (const TrainRow& r : rows) {
+    csv << r.model << "," << o.batch << "," << lathe::num_threads();
+    for (double x : r.ms) csv << "," << (std::isnan(x) ? std::string("n/a") : std::to_string(x));
+    csv << "," << (std::isnan(r.compile_s) ? std::string("n/a") : std::to_string(r.compile_s))
+        << "\n";
+  }
+  return 0;
+}
+
+int run_training_accuracy(const TrainingOptions& o, const std::vector<std::string>& names) {
+  std::ostringstream md;
+  md << "| model |";
+  for (const auto& b : o.backends) md << " " << b << " |";
+  md << "\n| --- |";
+  for (size_t k = 0; k < o.backends.size(); ++k) md << " --- |";
+  md << "\n";
+  int failures = 0;
+  for (const auto& name : names) {
+    const auto t0 = Clock::now();
+    auto ref_model = make_training_model(name, DType::f64, true);
+    const std::map<std::string, Tensor> ref = one_step_state(
+        *ref_model, make_backend_step("eager", *ref_model), make_inputs(name, o, DType::f64));
+    ref_model.reset();
+    const std::vector<Tensor> inputs = make_inputs(name, o, DType::f32);
+    md << "| " << name << " |";
+    std::ostringstream line;
+    line << "[lathe-bench] " << name << " training accuracy (one SGD step vs fp64, " << ref.size()
+         << " gradients and parameters, tolerance " << o.tolerance << "):";
+    for (const std::string& b : o.backends) {
+      std::string why;
+      if (!backend_trains(b, &why)) {
+        md << " " << why << " |";
+        line << " " << b << " " << why;
+        continue;
+      }
+      auto m = make_training_model(name, DType::f32, true);
+      std::map<std::string, Tensor> got = one_step_state(*m, make_backend_step(b, *m), inputs);
+      if (b == o.inject_error)  // proves the check can fail (a test runs it)
+        for (auto& [key, t] : got) t = lathe::mul(t, 1.01);
+      bool ok = got.size() == ref.size();
+      double worst_rel = 0;
+      std::string worst;
+      for (const auto& [key, r] : ref) {
+        auto it = got.find(key);
+        if (it == got.end()) {
+          ok = false;
+          worst = key + " missing";
+          continue;
+        }
+        double max_abs = 0;
+        if (!close(it->second, r, o.tolerance, &max_abs)) ok = false;
+        double scale = 0;
+        for (double v : r.to_vector<double>()) scale = std::max(scale, std::abs(v));
+        const double rel = max_abs / std::max(scale, 1e-30);
+        if (!(rel <= worst_rel)) {
+          worst_rel = rel;
+          worst = key;
+        }
+      }
+      if (!ok) ++failures;
+      md << " " << (ok ? "pass" : "FAIL") << " |";
+      char buf[200];
+      std::snprintf(buf, sizeof buf, " %s %s (worst %s: max abs err / max |ref| %.3g)", b.c_str(),
+                    ok ? "pass" : "FAIL", worst.c_str(), worst_rel);
+      line << buf;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " [%.1f s]", seconds_since(t0));
+    std::cerr << line.str() << buf << std::endl;
+    md << "\n";
+  }
+  std::cout << "lathe-bench --accuracy --training, batch " << o.batch
+            << ", fp64 eager reference (dropout off, BatchNorm in training mode); pass: every "
+               "gradient and updated parameter after one SGD step allclose with rtol "
+            << o.tolerance << " and atol " << o.tolerance << " x min(1, max |reference|)\n\n"
+            << md.str();
+  if (failures > 0) {
+    std::cout << "\n" << failures << " failure(s)\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lathe_bench

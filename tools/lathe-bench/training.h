@@ -1,0 +1,28 @@
+// lathe-bench --training: a training step (forward, loss, backward, SGD-with-momentum step) per
+// model. --performance times it per backend; --accuracy compares the gradients and the updated
+// parameters after one step with an fp64 eager reference.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lathe_bench {
+
+struct TrainingOptions {
+  std::vector<std::string> backends;  // backends[0] is the baseline (eager)
+  int64_t batch = 1;
+  int64_t image_size = 0;  // CNN input size; 0: 224
+  int repeat = 30;
+  int warmup = 3;
+  double tolerance = 1e-4;
+  std::string csv;
+  std::string inject_error;  // --accuracy self-test: this backend's results are scaled by 1.01
+};
+
+// Prints the markdown table of step times (ms) and speedups over eager, and the geomean.
+int run_training_performance(const TrainingOptions& o, const std::vector<std::string>& models);
+// Prints pass / FAIL per model and backend; returns 1 on any failure.
+int run_training_accuracy(const TrainingOptions& o, const std::vector<std::string>& models);
+
+}  // namespace lathe_bench
