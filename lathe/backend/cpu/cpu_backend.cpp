@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "lathe/backend/cpu/concat_blocked.h"
 #include "lathe/backend/cpu/constant_fold.h"
 #include "lathe/backend/cpu/executor.h"
 #include "lathe/backend/cpu/fold_batch_norm.h"
@@ -61,6 +62,7 @@ const std::vector<std::string>& pass_names() {
       "fuse_attention",   //
       "merge_linear",     //
       "plan_layouts",     //
+      "concat_blocked",   //
       "dce",              //
   };
   return names;
@@ -133,6 +135,11 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       cur = plan_layouts(*cur, &s);
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout, ",
                                    s.to_blocked, " reorders in, ", s.from_blocked, " reorders out");
+    } else if (name == "concat_blocked") {
+      ConcatBlockedStats s;
+      cur = concat_blocked(*cur, &s);
+      summary = lathe::detail::str(s.concats, " concats on blocked values, ", s.reorders_removed,
+                                   " reorders removed");
     } else if (name == "dce") {
       summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");
     }
