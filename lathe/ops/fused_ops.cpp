@@ -369,14 +369,15 @@ std::vector<TensorMeta> conv2d_blocked8_rule(TensorList in, const Attrs& a) {
   return m;
 }
 
-std::vector<Tensor> conv2d_blocked8_kernel(TensorList in, const Attrs& a,
-                                           const std::vector<TensorMeta>& m) {
-  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
+// Writes into outs[0], which may be a slice of a larger buffer (the planned executor places a
+// concat's inputs in their slices of its output) as long as it is contiguous.
+void conv2d_blocked8_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                                TensorList outs) {
+  const Tensor& out = outs[0];
   const bool residual = in[kBresidual].defined();
   if (residual) kernels::copy(out, in[kBresidual]);
   detail::conv2d_forward_blocked8(in[kBx].contiguous(), in[kBweight], in[kBbias],
                                   detail::conv_params(a), out, post_ops(a, residual));
-  return {out};
 }
 
 }  // namespace
@@ -402,8 +403,11 @@ void register_fused_ops(OpRegistry& r) {
     attrs.insert(attrs.end(), {required("act", T::string), required("act_min", T::real),
                                required("act_max", T::real), required("act2", T::string),
                                required("act2_min", T::real), required("act2_max", T::real)});
-    r.add(define_op("conv2d_blocked8", kBlockedInputs, conv2d_blocked8_rule, conv2d_blocked8_kernel,
-                    OpCategory::fused, std::move(attrs)));
+    OpDef blocked =
+        define_op("conv2d_blocked8", kBlockedInputs, conv2d_blocked8_rule,
+                  allocating(conv2d_blocked8_out_kernel), OpCategory::fused, std::move(attrs));
+    blocked.out_kernel = conv2d_blocked8_out_kernel;
+    r.add(std::move(blocked));
   }
   std::vector<AttrSpec> conv_attrs = conv2d_attrs();
   conv_attrs.insert(conv_attrs.end(), {optional("eps", T::real), required("act", T::string),

@@ -67,9 +67,10 @@ std::vector<TensorMeta> cat_rule(TensorList in, const Attrs& a) {
   return {m};
 }
 
-std::vector<Tensor> cat_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
+void cat_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m,
+                    TensorList outs) {
   int64_t d = wrap_dim(a.get_int("dim"), static_cast<int64_t>(m[0].sizes.size()), "cat");
-  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
+  const Tensor& out = outs[0];
   int64_t off = 0;
   int64_t ndim = static_cast<int64_t>(m[0].sizes.size());
   for (const Tensor& t : in) {
@@ -78,15 +79,22 @@ std::vector<Tensor> cat_kernel(TensorList in, const Attrs& a, const std::vector<
     if (n) kernels::copy(out.slice(d, off, off + n), t);
     off += n;
   }
-  return {out};
+}
+
+std::vector<Tensor> cat_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
+  std::vector<Tensor> outs{empty_strided(m[0].sizes, m[0].strides, m[0].dtype)};
+  cat_out_kernel(in, a, m, outs);
+  return outs;
 }
 
 }  // namespace
 
 namespace detail {
 void register_shape_ops(OpRegistry& r) {
-  r.add(define_op("cat", -1, cat_rule, cat_kernel, OpCategory::copy,
-                  {required("dim", AttrType::integer)}));
+  OpDef cat = define_op("cat", -1, cat_rule, cat_kernel, OpCategory::copy,
+                        {required("dim", AttrType::integer)});
+  cat.out_kernel = cat_out_kernel;
+  r.add(std::move(cat));
 }
 }  // namespace detail
 

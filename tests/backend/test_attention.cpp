@@ -11,6 +11,7 @@
 #include "lathe/backend/cpu/cpu_backend.h"
 #include "lathe/backend/cpu/fuse_attention.h"
 #include "lathe/core/random.h"
+#include "lathe/kernels/vec_exp2.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 #include "lathe/trace/compile.h"
@@ -88,7 +89,77 @@ INSTANTIATE_TEST_SUITE_P(Cases, SdpaFused,
                                            SdpaCase{2, 3, 12, 12, 16, 16, 1, true},
                                            SdpaCase{1, 2, 197, 197, 64, 64, 0, true},
                                            SdpaCase{2, 2, 33, 150, 24, 40, 2, false},
-                                           SdpaCase{1, 1, 9, 300, 64, 64, 1, false}));
+                                           SdpaCase{1, 1, 9, 300, 64, 64, 1, false},
+                                           // several 32-row query blocks, the last partial; one
+                                           // head on several threads (query chunks)
+                                           SdpaCase{1, 1, 100, 130, 40, 24, 1, true},
+                                           SdpaCase{1, 12, 128, 128, 64, 64, 1, true},
+                                           SdpaCase{1, 2, 70, 65, 20, 72, 2, true}));
+
+TEST(SdpaFused, VectorExp2MatchesTheScalarOne) {
+#ifdef LATHE_HAVE_VEC_EXP2
+  std::vector<float> xs;
+  for (float x = -130.0f; x <= 127.0f; x += 0.0371f) xs.push_back(x);
+  for (float x : {0.0f, -0.5f, 0.5f, -126.0f, -125.99f, 126.9f, -1e-8f}) xs.push_back(x);
+  for (size_t i = 0; i < xs.size(); i += 8) {
+    float in[8], got[8];
+    for (size_t l = 0; l < 8; ++l) in[l] = xs[std::min(i + l, xs.size() - 1)];
+    _mm256_storeu_ps(got, kernels::exp2_avx2(_mm256_loadu_ps(in)));
+    for (int l = 0; l < 8; ++l) {
+      const double want = in[l] < -126.0f ? 0.0 : std::exp2(static_cast<double>(in[l]));
+      EXPECT_LE(std::abs(got[l] - want), 3e-7 * want) << "2^" << in[l];
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  float special[8] = {-inf, std::nanf(""), -1000.0f, -127.0f, 0, 1, 2, 3}, got[8];
+  _mm256_storeu_ps(got, kernels::exp2_avx2(_mm256_loadu_ps(special)));
+  EXPECT_EQ(got[0], 0.0f);
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(got[2], 0.0f);
+  EXPECT_EQ(got[3], 0.0f);
+  EXPECT_EQ(got[5], 2.0f);
+  EXPECT_EQ(got[7], 8.0f);
+#else
+  GTEST_SKIP() << "built without AVX2/FMA: only the scalar exp2 exists";
+#endif
+}
+
+// Large scores (a sharp softmax over several key blocks, where the running max moves), a row whose
+// keys are all masked out (NaN, as softmax gives) and a NaN in q (propagates to its row only).
+TEST(SdpaFused, SharpSoftmaxAllMaskedRowAndNaN) {
+  const int64_t L = 40, S = 200, E = 32;
+  Tensor q = mul(rnd({1, 2, L, E}, 1), 6.0), k = rnd({1, 2, S, E}, 2), v = rnd({1, 2, S, E}, 3);
+  Tensor mask = rnd({1, 2, L, S}, 4);
+  std::vector<float> mv = mask.to_vector<float>();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < S; ++j) mv[5 * S + j] = -inf;  // head 0, row 5
+  mask = from_vector(mv, to_shape({1, 2, L, S}));
+  std::vector<float> qv = q.to_vector<float>();
+  qv[(L + 7) * E + 3] = std::nanf("");  // head 1, row 7
+  q = from_vector(qv, to_shape({1, 2, L, E}));
+  auto reference = [&](DType t) {
+    Tensor qt = q.to(t), kt = k.to(t), vt = v.to(t), mt = mask.to(t);
+    return matmul(softmax(add(matmul(qt, kt.transpose(-2, -1)), mt), -1), vt);
+  };
+  std::vector<Tensor> in{q, k.transpose(-2, -1), v, Tensor(), mask};
+  Tensor got = dispatch1(LATHE_OP("sdpa_fused"), in, Attrs{{"scale", 1.0}, {"divide", false}});
+  // Scores of size ~40 amplify f32 rounding in the exponent: judge both against f64.
+  auto g = got.to_vector<double>(), e = reference(DType::f32).to_vector<double>(),
+       w = reference(DType::f64).to_vector<double>();
+  ASSERT_EQ(g.size(), w.size());
+  double worst = 0, eager_worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const int64_t row = static_cast<int64_t>(i) / E;
+    if (row == 5 || row == L + 7) {
+      EXPECT_TRUE(std::isnan(g[i])) << "row " << row;
+      EXPECT_TRUE(std::isnan(w[i])) << "row " << row;
+      continue;
+    }
+    worst = std::max(worst, std::abs(g[i] - w[i]));
+    eager_worst = std::max(eager_worst, std::abs(e[i] - w[i]));
+  }
+  EXPECT_LT(worst, std::max(2e-5, 2 * eager_worst)) << "eager f32 is off by " << eager_worst;
+}
 
 TEST(SdpaFused, ShapeRuleErrors) {
   const Attrs a{{"scale", 1.0}, {"divide", false}};

@@ -5,12 +5,14 @@
 #include <iostream>
 #include <sstream>
 
+#include "lathe/backend/cpu/concat_blocked.h"
 #include "lathe/backend/cpu/constant_fold.h"
 #include "lathe/backend/cpu/executor.h"
 #include "lathe/backend/cpu/fold_batch_norm.h"
 #include "lathe/backend/cpu/fuse_attention.h"
 #include "lathe/backend/cpu/fuse_conv.h"
 #include "lathe/backend/cpu/fuse_linear.h"
+#include "lathe/backend/cpu/merge_linear.h"
 #include "lathe/backend/cpu/plan_layouts.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/backend/interpreter.h"
@@ -59,7 +61,9 @@ const std::vector<std::string>& pass_names() {
       "fuse_conv",        //
       "fuse_linear",      //
       "fuse_attention",   //
+      "merge_linear",     //
       "plan_layouts",     //
+      "concat_blocked",   //
       "dce",              //
   };
   return names;
@@ -123,11 +127,20 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       FuseAttentionStats s;
       cur = fuse_attention(*cur, &s);
       summary = lathe::detail::str(s.fused, " fused (", s.masked, " with a mask)");
+    } else if (name == "merge_linear") {
+      MergeLinearStats s;
+      cur = merge_linear(*cur, constants, &s);
+      summary = lathe::detail::str(s.merged, " linear layers merged into ", s.groups);
     } else if (name == "plan_layouts") {
       PlanLayoutsStats s;
       cur = plan_layouts(*cur, &s);
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout, ",
                                    s.to_blocked, " reorders in, ", s.from_blocked, " reorders out");
+    } else if (name == "concat_blocked") {
+      ConcatBlockedStats s;
+      cur = concat_blocked(*cur, &s);
+      summary = lathe::detail::str(s.concats, " concats on blocked values, ", s.reorders_removed,
+                                   " reorders removed");
     } else if (name == "dce") {
       summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");
     }

@@ -41,6 +41,7 @@ struct StepPlan {
   bool use_out = false;           // run OpDef::out_kernel into arena / fresh outputs
   bool has_view_meta = false;     // some output is a view: its offset follows input 0's
   int64_t input0_offset = 0;      // input 0's storage offset when the metas were recorded
+  bool skip = false;              // a concat whose inputs were written into its slices
 };
 
 // The per-call state of one run: the arena and the slot tensors viewing it.
@@ -260,6 +261,9 @@ class Executor final : public PlannedExecutable {
       int r = find_root(parent, s);
       last[r] = std::max(last[r], last_use_[s]);
     }
+    std::vector<size_t> inner_offset(n, 0);  // bytes into the buffer (concat inputs)
+    const size_t concats_in_place =
+        place_concat_inputs(plan, slots, parent, eligible, fresh, first, last, inner_offset);
     // In place: a pointwise step writes over an input buffer that dies at it, when the input
     // is that buffer itself (no view) with the output's exact layout, and no other input of the
     // step reads the buffer.
@@ -314,7 +318,7 @@ class Executor final : public PlannedExecutable {
       if (b < 0) continue;
       SlotPlan& p = plan.slots[s];
       p.in_arena = true;
-      p.byte_offset = layout.offsets[b];
+      p.byte_offset = layout.offsets[b] + inner_offset[s];
       p.sizes = slots[s].sizes();
       p.strides = slots[s].strides();
       p.dtype = slots[s].dtype();
@@ -337,8 +341,70 @@ class Executor final : public PlannedExecutable {
     for (const StepPlan& sp : plan.steps) st.out_steps += sp.use_out;
     st.arena_values = arena_values;
     st.in_place = in_place;
+    st.concats_in_place = concats_in_place;
     st.arena_bytes = layout.bytes;
     st.unplanned_bytes = unplanned;
+  }
+
+  // Concat without a copy: when every input of a `cat` is made by an out step just for it (the
+  // cat is its last use) and its slice of the cat's buffer has the input's own layout (equal
+  // strides on every dim of size > 1: a channel concat of blocked values at batch 1, say), the
+  // producers write straight into the slices and the cat step is skipped. Else the cat copies.
+  // Returns the number of concats placed so.
+  size_t place_concat_inputs(Plan& plan, const std::vector<Tensor>& slots, std::vector<int>& parent,
+                             const std::vector<bool>& eligible, const std::vector<bool>& fresh,
+                             std::vector<int>& first, std::vector<int>& last,
+                             std::vector<size_t>& inner_offset) const {
+    std::vector<int> made_by(num_slots_, -1);
+    for (size_t k = 0; k < steps_.size(); ++k)
+      for (int o : steps_[k].outputs) made_by[o] = static_cast<int>(k);
+    std::vector<bool> claimed(num_slots_, false);
+    size_t placed = 0;
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const Step& s = steps_[k];
+      if (s.op->name != "cat" || !plan.steps[k].use_out || s.outputs.size() != 1) continue;
+      const int o = s.outputs[0];
+      if (!eligible[o] || find_root(parent, o) != o) continue;
+      const Tensor& out = slots[o];
+      int64_t d = s.attrs.get_int("dim");
+      if (d < 0) d += out.dim();
+      std::vector<size_t> offsets;
+      int64_t start = 0;
+      bool ok = !s.inputs.empty();
+      for (int i : s.inputs) {
+        if (!ok) break;
+        ok = i >= 0 && !claimed[i] && eligible[i] && fresh[i] && find_root(parent, i) == i &&
+             made_by[i] >= 0 && plan.steps[made_by[i]].use_out &&
+             steps_[made_by[i]].outputs.size() == 1 && last[i] == static_cast<int>(k);
+        if (!ok) break;
+        const Tensor& in = slots[i];
+        ok = in.dtype() == out.dtype() && in.dim() == out.dim();
+        for (int64_t e = 0; ok && e < in.dim(); ++e) {
+          const int64_t size = in.sizes()[e].expect_int();
+          ok = (e == d || size == out.sizes()[e].expect_int()) &&
+               (size == 1 || in.strides()[e].expect_int() == out.strides()[e].expect_int());
+        }
+        offsets.push_back(static_cast<size_t>(start * out.strides()[d].expect_int()) *
+                          itemsize(out.dtype()));
+        start += in.sizes()[d].expect_int();
+        claimed[i] = true;
+      }
+      if (!ok) {
+        for (int i : s.inputs)
+          if (i >= 0) claimed[i] = false;
+        continue;
+      }
+      for (size_t j = 0; j < s.inputs.size(); ++j) {
+        const int i = s.inputs[j];
+        parent[i] = o;
+        inner_offset[i] = offsets[j];
+        first[o] = std::min(first[o], first[i]);
+        last[o] = std::max(last[o], last[i]);
+      }
+      plan.steps[k].skip = true;
+      ++placed;
+    }
+    return placed;
   }
 
   std::unique_ptr<Arena> take_arena(Plan& plan) const {
@@ -388,6 +454,11 @@ class Executor final : public PlannedExecutable {
       for (int i : s.inputs) args.push_back(i >= 0 ? slots[i] : Tensor());
       const Attrs& attrs = s.symbolic.empty() ? s.attrs : sp.attrs;
       const std::vector<TensorMeta>* metas = &sp.metas;
+      if (sp.skip) {
+        for (int r : s.release)
+          if (!plan.slots[r].in_arena) slots[r] = Tensor();
+        continue;
+      }
       try {
         if (sp.has_view_meta && !args.empty() && args[0].defined()) {
           // A view's offset is absolute in input 0's storage, which may now be the arena.

@@ -24,13 +24,14 @@ namespace lathe::backend::cpu {
 
 // What the plans of an executable hold (for tests and logs).
 struct ExecutorStats {
-  size_t plans = 0;            // concrete shapes planned
-  size_t steps = 0;            // nodes in the launch list
-  size_t out_steps = 0;        // steps of the last plan that write into given outputs
-  size_t arena_values = 0;     // values of the last plan living in the arena
-  size_t in_place = 0;         // of those, how many write over a dying input
-  size_t arena_bytes = 0;      // arena size of the last plan
-  size_t unplanned_bytes = 0;  // sum of the arena values' sizes (what eager would allocate)
+  size_t plans = 0;             // concrete shapes planned
+  size_t steps = 0;             // nodes in the launch list
+  size_t out_steps = 0;         // steps of the last plan that write into given outputs
+  size_t arena_values = 0;      // values of the last plan living in the arena
+  size_t in_place = 0;          // of those, how many write over a dying input
+  size_t concats_in_place = 0;  // cat steps skipped: their inputs were written into its slices
+  size_t arena_bytes = 0;       // arena size of the last plan
+  size_t unplanned_bytes = 0;   // sum of the arena values' sizes (what eager would allocate)
 };
 
 class PlannedExecutable : public Executable {

@@ -1,0 +1,80 @@
+#include "lathe/backend/cpu/concat_blocked.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "lathe/backend/cpu/match.h"
+#include "lathe/backend/cpu/rewrite.h"
+#include "lathe/ops/register.h"
+
+namespace lathe::backend::cpu {
+namespace {
+
+// The output type `op`'s shape rule gives for `in` (metadata only).
+ir::ValueType rule_type(const OpDef& op, const std::vector<ir::Value*>& in, const Attrs& a) {
+  std::vector<Tensor> fakes;
+  for (const ir::Value* v : in) fakes.push_back(ir::fake_tensor(v->type()));
+  std::vector<TensorMeta> m = op.shape(fakes, a);
+  ir::ValueType t;
+  t.dtype = m[0].dtype;
+  t.device = m[0].device;
+  t.sizes = m[0].sizes;
+  t.strides = m[0].strides;
+  return t;
+}
+
+bool matches(const ir::Node* cat) {
+  if (!is_op(cat, "cat") || cat->inputs().size() < 2) return false;
+  const ir::ValueType& t = cat->output()->type();
+  if (t.sizes.size() != 4 || t.dtype != DType::f32) return false;
+  const int64_t d = cat->attrs().get_int("dim");
+  if (d != 1 && d != -3) return false;
+  for (const ir::Value* v : cat->inputs())
+    if (!v || !v->producer() || !is_op(v->producer(), "from_blocked8")) return false;
+  // A user reading the concat channels-last gets from_blocked8's layout: it must be the same.
+  if (!t.strides.empty() && !same_sizes(t.strides, channels_last_strides(t.sizes))) return false;
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats* stats) {
+  const std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
+  std::unordered_set<const ir::Node*> cats;
+  for (const ir::Node* n : g.nodes())
+    if (matches(n)) cats.insert(n);
+  const OpDef& cat_op = LATHE_OP("cat");
+  const OpDef& from_op = LATHE_OP("from_blocked8");
+  ConcatBlockedStats s;
+  std::unordered_map<const ir::Value*, ir::Value*> blocked_of;  // old concat -> blocked concat
+  auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
+    if (is_op(&n, "to_blocked8")) {
+      auto it = blocked_of.find(n.inputs()[0]);
+      if (it == blocked_of.end()) return false;
+      copy.map[n.output()] = it->second;  // already blocked: the reorder goes
+      ++s.reorders_removed;
+      return true;
+    }
+    if (!cats.count(&n)) return false;
+    std::vector<ir::Value*> in;
+    for (const ir::Value* v : n.inputs()) in.push_back(copy[v->producer()->inputs()[0]]);
+    const Attrs attrs{{"dim", int64_t{1}}};
+    ir::Node* bc = copy.graph->add_node(cat_op, in, attrs, {rule_type(cat_op, in, attrs)});
+    blocked_of[n.output()] = bc->output();
+    bool channels_last_user = outs.count(n.output()) != 0;
+    for (const ir::Node* u : n.output()->users()) channels_last_user |= !is_op(u, "to_blocked8");
+    if (channels_last_user) {
+      ir::ValueType t = rule_type(from_op, {bc->output()}, Attrs{});
+      if (n.output()->type().strides.empty()) t.strides = {};
+      copy.map[n.output()] = copy.graph->add_node(from_op, {bc->output()}, Attrs{}, {t})->output();
+    }
+    for (const ir::Value* v : n.inputs())
+      if (v->users().size() == 1 && !outs.count(v)) ++s.reorders_removed;
+    ++s.concats;
+    return true;
+  });
+  if (stats) *stats = s;
+  return out;
+}
+
+}  // namespace lathe::backend::cpu
