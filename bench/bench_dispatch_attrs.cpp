@@ -5,12 +5,18 @@
 // ns_per_op. EagerConvPool: the same 64 ops dispatched eagerly. ShapeRule/<op>: the op's shape
 // rule on a graph node's attributes (what the interpreter runs before each kernel; no kernel, so
 // the attribute handling is a large part of it), for conv2d, max_pool2d and conv2d_fused.
+// EagerAttrs/<op>/<by_name|parsed_once>: what an eager call does with its attributes besides the
+// kernel's compute: build them, run the shape rule, read them as the kernel does; by name (as
+// before eager calls parsed) or parsed once by OpDef::parse_attrs (as conv2d() and max_pool2d()
+// do now), side by side in one run.
 #include <benchmark/benchmark.h>
 
 #include "lathe/backend/backend.h"
 #include "lathe/core/random.h"
 #include "lathe/ir/graph.h"
+#include "lathe/kernels/dnnl_pool.h"
 #include "lathe/ops/ops.h"
+#include "lathe/ops/register.h"
 
 using namespace lathe;
 
@@ -112,6 +118,35 @@ void ShapeRule(benchmark::State& state, const char* op_name) {
 BENCHMARK_CAPTURE(ShapeRule, conv2d, "conv2d");
 BENCHMARK_CAPTURE(ShapeRule, max_pool2d, "max_pool2d");
 BENCHMARK_CAPTURE(ShapeRule, conv2d_fused, "conv2d_fused");
+
+void EagerAttrs(benchmark::State& state, const char* op_name, bool parse_once) {
+  Chain c;
+  const OpDef& op = OpRegistry::global().get(op_name);
+  const bool conv = op.name == "conv2d";
+  const std::vector<Tensor> args = conv ? std::vector<Tensor>{c.x, c.w, c.b} : std::vector{c.x};
+  const std::vector<int64_t> one{1, 1}, three{3, 3};
+  for (auto _ : state) {
+    Attrs attrs = conv ? Attrs{{"stride", to_shape(one)},
+                               {"padding", to_shape(one)},
+                               {"dilation", to_shape(one)},
+                               {"groups", int64_t{1}}}
+                       : Attrs{{"kernel", to_shape(three)},
+                               {"stride", to_shape(one)},
+                               {"padding", to_shape(one)},
+                               {"dilation", to_shape(one)},
+                               {"ceil_mode", false}};
+    if (parse_once) attach_parsed_attrs(op, attrs);
+    benchmark::DoNotOptimize(op.shape(args, attrs));
+    if (conv)
+      benchmark::DoNotOptimize(detail::conv_params(attrs));
+    else
+      benchmark::DoNotOptimize(detail::pool2d_params(attrs, "max_pool2d", true));
+  }
+}
+BENCHMARK_CAPTURE(EagerAttrs, conv2d / by_name, "conv2d", false);
+BENCHMARK_CAPTURE(EagerAttrs, conv2d / parsed_once, "conv2d", true);
+BENCHMARK_CAPTURE(EagerAttrs, max_pool2d / by_name, "max_pool2d", false);
+BENCHMARK_CAPTURE(EagerAttrs, max_pool2d / parsed_once, "max_pool2d", true);
 
 }  // namespace
 

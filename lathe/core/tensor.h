@@ -84,7 +84,7 @@ class Tensor {
     return *this;
   }
 
-  // ---- autograd (defined by lathe_ops, ops/autograd.cpp) ----
+  // ---- autograd (core/tensor_methods.cpp; the work is lathe_ops' autograd engine) ----
   // The gradient a backward() accumulated into this leaf; undefined before.
   Tensor grad() const;
   void set_grad(const Tensor& g) const;  // undefined: clears it (zero_grad(set_to_none))
@@ -115,9 +115,9 @@ class Tensor {
   void bump_version() const;
 
   // ---- views (share storage) and copies ----
-  // Defined by lathe_ops (ops/view_ops.cpp, ops/copy_ops.cpp: they dispatch ops, so tracing and
-  // the lazy device record them). Only ops and the layers above may call them; the build's layer
-  // symbol check (cmake/check_layers.py) fails a lower layer that does.
+  // Defined in core (core/tensor_methods.cpp); each runs the op lathe_ops registers for it
+  // (core/tensor_methods.h), so tracing, the lazy device and autograd record it. Without
+  // lathe_ops linked a call is an error naming the member.
   Tensor view(const Shape& sizes) const;
   Tensor reshape(const Shape& sizes) const;
   Tensor permute(const std::vector<int64_t>& dims) const;

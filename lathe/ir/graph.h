@@ -22,9 +22,9 @@ namespace detail {
 struct GraphSurgery;
 }  // namespace detail
 
-// Metadata of a value: dtype, device, symbolic sizes; strides when recorded (graph inputs,
-// views, and results whose layout the trace fixed keep theirs; empty strides leave the layout
-// to the backend).
+// Metadata of a value: dtype, device, symbolic sizes; strides when recorded (the recorders give
+// every value the one layout rule's strides, which each run derives again from the real ones;
+// empty strides leave the layout to the backend).
 struct ValueType {
   DType dtype = DType::f32;
   Device device;

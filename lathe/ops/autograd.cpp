@@ -7,6 +7,7 @@
 
 #include "lathe/core/grad_mode.h"
 #include "lathe/ops/ops.h"
+#include "lathe/ops/register.h"
 
 namespace lathe {
 namespace {
@@ -324,31 +325,44 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 
 }  // namespace autograd
 
-// ---- Tensor members ----
+// ---- autograd's Tensor members (core/tensor_methods.h) ----
 
-Tensor Tensor::grad() const {
-  const AutogradMeta* meta = autograd_meta(*impl_);
+namespace {
+
+Tensor grad_of(const Tensor& x) {
+  const AutogradMeta* meta = autograd_meta(x.impl());
   return meta ? meta->grad : Tensor();
 }
 
-void Tensor::set_grad(const Tensor& g) const {
-  if (!autograd_meta(*impl_)) {
+void set_grad_of(const Tensor& x, const Tensor& g) {
+  if (!autograd_meta(x.impl())) {
     if (!g.defined()) return;
-    impl_->extension(TensorSlot::autograd) = std::make_shared<AutogradMeta>();
+    x.impl().extension(TensorSlot::autograd) = std::make_shared<AutogradMeta>();
   }
-  autograd_meta(*impl_)->grad = g;
+  autograd_meta(x.impl())->grad = g;
 }
 
-bool Tensor::is_leaf() const { return is_leaf_impl(*impl_); }
+bool is_leaf_tensor(const Tensor& x) { return is_leaf_impl(x.impl()); }
 
-std::string Tensor::grad_fn_name() const {
-  return is_leaf() ? std::string() : op_label(*autograd_meta(*impl_)->grad_fn);
+std::string grad_fn_name_of(const Tensor& x) {
+  return is_leaf_tensor(x) ? std::string() : op_label(*autograd_meta(x.impl())->grad_fn);
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward({*this}, {gradient}, retain_graph);
+void backward_from(const Tensor& x, const Tensor& gradient, bool retain_graph) {
+  autograd::backward({x}, {gradient}, retain_graph);
 }
 
-Tensor Tensor::detach() const { return detail::alias_without_autograd(*this); }
+Tensor detach_of(const Tensor& x) { return detail::alias_without_autograd(x); }
+
+}  // namespace
+
+void detail::set_autograd_functions(TensorOpFunctions& f) {
+  f.grad = grad_of;
+  f.set_grad = set_grad_of;
+  f.is_leaf = is_leaf_tensor;
+  f.grad_fn_name = grad_fn_name_of;
+  f.backward = backward_from;
+  f.detach = detach_of;
+}
 
 }  // namespace lathe

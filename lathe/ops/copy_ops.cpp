@@ -1,4 +1,6 @@
 // Copies: clone (with a memory format), dtype conversion, copy_ and fill_.
+#include <optional>
+
 #include "lathe/kernels/elementwise.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
@@ -96,39 +98,31 @@ void register_copy_ops(OpRegistry& r) {
 }
 }  // namespace detail
 
-static Tensor clone_as(const Tensor& x, const char* fmt, std::optional<DType> dt = std::nullopt) {
+// ---- the copy ops behind Tensor's copy members (core/tensor_methods.h) ----
+
+namespace {
+
+Tensor clone_of(const Tensor& x, const char* fmt, std::optional<DType> dt) {
   Attrs a{{"memory_format", std::string(fmt)}};
   if (dt) a.set("dtype", *dt);
   return dispatch1(LATHE_OP("clone"), {&x, 1}, a);
 }
 
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone_as(*this, "contiguous");
-}
-
-Tensor Tensor::to_channels_last() const {
-  if (is_channels_last()) return *this;
-  return clone_as(*this, "channels_last");
-}
-
-Tensor Tensor::clone() const { return clone_as(*this, "contiguous"); }
-
-Tensor Tensor::to(DType dt) const {
-  if (dt == dtype()) return *this;
-  return clone_as(*this, "preserve", dt);
-}
-
-Tensor& Tensor::copy_(const Tensor& src) {
-  // copy_ is also the transfer between devices (as in PyTorch): src moves to this device first.
-  Tensor in[2] = {*this, src.defined() && src.device() != device() ? src.to(device()) : src};
+void copy_into(const Tensor& self, const Tensor& src) {
+  Tensor in[2] = {self, src};
   dispatch(LATHE_OP("copy_"), in, Attrs{});
-  return *this;
 }
 
-Tensor& Tensor::fill_(double v) {
-  dispatch(LATHE_OP("fill_"), {this, 1}, Attrs{{"value", v}});
-  return *this;
+void fill_with(const Tensor& self, double v) {
+  dispatch(LATHE_OP("fill_"), {&self, 1}, Attrs{{"value", v}});
+}
+
+}  // namespace
+
+void detail::set_copy_functions(TensorOpFunctions& f) {
+  f.clone = clone_of;
+  f.copy_ = copy_into;
+  f.fill_ = fill_with;
 }
 
 }  // namespace lathe

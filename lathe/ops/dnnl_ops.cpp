@@ -469,15 +469,24 @@ void register_dnnl_ops(OpRegistry& r) {
 }
 }  // namespace detail
 
+namespace {
+// An eager call of an op with a typed attribute parser: the attributes are parsed once here, and
+// the shape rule and the kernel both read the parsed form (recording modes keep it too).
+Tensor dispatch_parsed(const OpDef& op, TensorList in, Attrs attrs) {
+  attach_parsed_attrs(op, attrs);
+  return dispatch1(op, in, attrs);
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               std::vector<int64_t> stride, std::vector<int64_t> padding,
               std::vector<int64_t> dilation, int64_t groups) {
   std::array<Tensor, 3> in{x, weight, bias};
-  return dispatch1(LATHE_OP("conv2d"), in,
-                   Attrs{{"stride", ints(stride)},
-                         {"padding", ints(padding)},
-                         {"dilation", ints(dilation)},
-                         {"groups", groups}});
+  return dispatch_parsed(LATHE_OP("conv2d"), in,
+                         Attrs{{"stride", ints(stride)},
+                               {"padding", ints(padding)},
+                               {"dilation", ints(dilation)},
+                               {"groups", groups}});
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -493,23 +502,23 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
                   std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
   if (stride.empty()) stride = kernel;
-  return dispatch1(LATHE_OP("max_pool2d"), {&x, 1},
-                   Attrs{{"kernel", ints(kernel)},
-                         {"stride", ints(stride)},
-                         {"padding", ints(padding)},
-                         {"dilation", ints(dilation)},
-                         {"ceil_mode", ceil_mode}});
+  return dispatch_parsed(LATHE_OP("max_pool2d"), {&x, 1},
+                         Attrs{{"kernel", ints(kernel)},
+                               {"stride", ints(stride)},
+                               {"padding", ints(padding)},
+                               {"dilation", ints(dilation)},
+                               {"ceil_mode", ceil_mode}});
 }
 
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
                   std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad) {
   if (stride.empty()) stride = kernel;
-  return dispatch1(LATHE_OP("avg_pool2d"), {&x, 1},
-                   Attrs{{"kernel", ints(kernel)},
-                         {"stride", ints(stride)},
-                         {"padding", ints(padding)},
-                         {"ceil_mode", ceil_mode},
-                         {"count_include_pad", count_include_pad}});
+  return dispatch_parsed(LATHE_OP("avg_pool2d"), {&x, 1},
+                         Attrs{{"kernel", ints(kernel)},
+                               {"stride", ints(stride)},
+                               {"padding", ints(padding)},
+                               {"ceil_mode", ceil_mode},
+                               {"count_include_pad", count_include_pad}});
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::vector<int64_t> output_size) {

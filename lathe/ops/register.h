@@ -1,6 +1,7 @@
 // Registration entry points, one per op family; OpRegistry::global() calls them all once.
 #pragma once
 
+#include "lathe/core/tensor_methods.h"
 #include "lathe/kernels/dnnl_conv.h"
 #include "lathe/ops/op_def.h"
 
@@ -18,6 +19,12 @@ void register_functional_ops(OpRegistry& r);   // functional_ops.cpp (copy, fill
 void register_attention_ops(OpRegistry& r);    // attention_ops.cpp (sdpa_fused)
 void register_backward_ops(OpRegistry& r);     // backward_ops.cpp (conv / pool backward, ...)
 void register_vjps(OpRegistry& r);             // vjp_*.cpp: attaches OpDef::vjp (last)
+
+// The functions behind Tensor's op members (core/tensor_methods.h), one setter per family;
+// tensor_methods.cpp registers the table with core.
+void set_view_functions(TensorOpFunctions& f);      // view_ops.cpp
+void set_copy_functions(TensorOpFunctions& f);      // copy_ops.cpp
+void set_autograd_functions(TensorOpFunctions& f);  // autograd.cpp
 
 // An OpDef with its category and attribute schema (other properties are set on the result).
 inline OpDef define_op(const char* name, int num_inputs, ShapeRule shape, EagerKernel kernel,

@@ -361,104 +361,65 @@ void register_view_ops(OpRegistry& r) {
 }
 }  // namespace detail
 
-// ---- Tensor methods that are view ops ----
+// ---- the view ops behind Tensor's view members (core/tensor_methods.h) ----
 
-Tensor Tensor::view(const Shape& sizes) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("view"), {&self, 1}, Attrs{{"size", sizes}});
+namespace {
+
+Tensor view_of(const Tensor& x, const Shape& sizes) {
+  return dispatch1(LATHE_OP("view"), {&x, 1}, Attrs{{"size", sizes}});
 }
 
-Tensor Tensor::reshape(const Shape& sizes) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("reshape"), {&self, 1}, Attrs{{"size", sizes}});
+Tensor reshape_of(const Tensor& x, const Shape& sizes) {
+  return dispatch1(LATHE_OP("reshape"), {&x, 1}, Attrs{{"size", sizes}});
 }
 
-Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("permute"), {&self, 1}, Attrs{{"dims", to_shape(dims)}});
+Tensor permute_of(const Tensor& x, const std::vector<int64_t>& dims) {
+  return dispatch1(LATHE_OP("permute"), {&x, 1}, Attrs{{"dims", to_shape(dims)}});
 }
 
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  int64_t n = dim();
-  if (n == 0) return *this;
-  d0 = wrap(d0, n, "transpose");
-  d1 = wrap(d1, n, "transpose");
-  std::vector<int64_t> p(n);
-  std::iota(p.begin(), p.end(), 0);
-  std::swap(p[d0], p[d1]);
-  return permute(p);
+AttrValue sym_attr(const SymInt& v) {
+  return v.is_symbolic() ? AttrValue(Shape{v}) : AttrValue(*v.maybe_int());
 }
 
-Tensor Tensor::t() const {
-  LATHE_CHECK(dim() <= 2, "[t] expects a tensor of at most 2 dims, got ", shape_string());
-  return dim() < 2 ? *this : transpose(0, 1);
+Tensor slice_of(const Tensor& x, int64_t d, SymInt start, SymInt end, int64_t step) {
+  return dispatch1(
+      LATHE_OP("slice"), {&x, 1},
+      Attrs{{"dim", d}, {"start", sym_attr(start)}, {"end", sym_attr(end)}, {"step", step}});
 }
 
-Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("slice"), {&self, 1},
-                   Attrs{{"dim", d}, {"start", start}, {"end", end}, {"step", step}});
+Tensor select_of(const Tensor& x, int64_t d, int64_t index) {
+  return dispatch1(LATHE_OP("select"), {&x, 1}, Attrs{{"dim", d}, {"index", index}});
 }
 
-Tensor Tensor::narrow(int64_t d, SymInt start, SymInt length) const {
-  LATHE_CHECK(dim() > 0, "[narrow] cannot narrow a 0-d tensor");
-  int64_t dd = wrap(d, dim(), "narrow");
-  SymInt n = size(dd), s = start;
-  if (s < 0) s = s + n;
-  LATHE_CHECK(s >= 0 && length >= 0 && s + length <= n, "[narrow] start ", start, " + length ",
-              length, " exceeds dim ", dd, " of size ", n, " in ", shape_string());
-  Tensor self = *this;
-  SymInt end = s + length;
-  AttrValue sa = s.is_symbolic() ? AttrValue(Shape{s}) : AttrValue(*s.maybe_int());
-  AttrValue ea = end.is_symbolic() ? AttrValue(Shape{end}) : AttrValue(*end.maybe_int());
-  return dispatch1(LATHE_OP("slice"), {&self, 1},
-                   Attrs{{"dim", dd}, {"start", sa}, {"end", ea}, {"step", int64_t{1}}});
+Tensor expand_of(const Tensor& x, const Shape& sizes) {
+  return dispatch1(LATHE_OP("expand"), {&x, 1}, Attrs{{"size", sizes}});
 }
 
-Tensor Tensor::select(int64_t d, int64_t index) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("select"), {&self, 1}, Attrs{{"dim", d}, {"index", index}});
+Tensor squeeze_of(const Tensor& x, const Shape& dims) {
+  return dispatch1(LATHE_OP("squeeze"), {&x, 1}, Attrs{{"dims", dims}});
 }
 
-Tensor Tensor::expand(const Shape& sizes) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("expand"), {&self, 1}, Attrs{{"size", sizes}});
+Tensor unsqueeze_of(const Tensor& x, int64_t d) {
+  return dispatch1(LATHE_OP("unsqueeze"), {&x, 1}, Attrs{{"dim", d}});
 }
 
-Tensor Tensor::squeeze() const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("squeeze"), {&self, 1}, Attrs{{"dims", Shape{}}});
-}
-
-Tensor Tensor::squeeze(int64_t d) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("squeeze"), {&self, 1}, Attrs{{"dims", Shape{d}}});
-}
-
-Tensor Tensor::unsqueeze(int64_t d) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("unsqueeze"), {&self, 1}, Attrs{{"dim", d}});
-}
-
-Tensor Tensor::flatten(int64_t start, int64_t end) const {
-  int64_t n = dim();
-  if (n == 0) return reshape({1});
-  start = wrap(start, n, "flatten");
-  end = wrap(end, n, "flatten");
-  LATHE_CHECK(start <= end, "[flatten] start_dim ", start, " is after end_dim ", end);
-  Shape sz;
-  for (int64_t i = 0; i < start; ++i) sz.push_back(sizes()[i]);
-  SymInt m = 1;
-  for (int64_t i = start; i <= end; ++i) m = m * sizes()[i];
-  sz.push_back(m);
-  for (int64_t i = end + 1; i < n; ++i) sz.push_back(sizes()[i]);
-  return reshape(sz);
-}
-
-Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const {
-  Tensor self = *this;
-  return dispatch1(LATHE_OP("as_strided"), {&self, 1},
+Tensor as_strided_of(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset) {
+  return dispatch1(LATHE_OP("as_strided"), {&x, 1},
                    Attrs{{"size", sizes}, {"stride", strides}, {"offset", offset}});
+}
+
+}  // namespace
+
+void detail::set_view_functions(TensorOpFunctions& f) {
+  f.view = view_of;
+  f.reshape = reshape_of;
+  f.permute = permute_of;
+  f.slice = slice_of;
+  f.select = select_of;
+  f.expand = expand_of;
+  f.squeeze = squeeze_of;
+  f.unsqueeze = unsqueeze_of;
+  f.as_strided = as_strided_of;
 }
 
 namespace {

@@ -2,11 +2,20 @@
 // device give every output the same strides, and every op result recorded lazily shows the
 // strides eager's result of the same op has (dims of one element excepted). The op-by-op check
 // over the oracle table is Torch/LayoutAgreement in tests/oracle/test_ops_oracle.cpp.
+//
+// Graph values keep strides (the recorder fills them from the one layout rule, output_strides)
+// because the cpu backend's passes read them at compile time (plan_layouts, fold_batch_norm); they
+// decide nothing at run time, where kernels allocate by the same rule from the real strides.
+// LayoutAgreementModel.TracedGraphRecordsEagersLayout shows the recorded strides of every node of
+// compile's graph are the layouts eager makes at run time, so no graph value fixes a layout of its
+// own.
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <sstream>
 
+#include "lathe/backend/backend.h"
+#include "lathe/ir/graph.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/models/registry.h"
 #include "lathe/ops/op_def.h"
@@ -65,7 +74,80 @@ class LogMode : public DispatchMode {
 
 class LayoutAgreementModel : public ::testing::TestWithParam<std::string> {};
 
+// The graphs compile hands to the backend "layout_capture" (the interpreter after noting, for each
+// node in order, its op and its outputs' recorded strides).
+std::vector<OpLayout>* captured_graph_ops = nullptr;
+
+class LayoutCaptureBackend : public backend::Backend {
+ public:
+  std::string name() const override { return "layout_capture"; }
+  std::unique_ptr<backend::Executable> compile(const ir::Graph& graph) override {
+    for (const ir::Node* n : graph.nodes()) {
+      OpLayout l{n->op().name, {}};
+      for (const ir::Value* v : n->outputs()) {
+        const ir::ValueType& t = v->type();
+        std::vector<int64_t> st;
+        for (size_t d = 0; d < t.sizes.size(); ++d)
+          st.push_back(t.sizes[d].hint() > 1 && d < t.strides.size() ? t.strides[d].hint() : -1);
+        l.strides.push_back(st);
+      }
+      captured_graph_ops->push_back(std::move(l));
+    }
+    return backend::create_backend("interpreter")->compile(graph);
+  }
+};
+
+void register_layout_capture_backend() {
+  static const bool registered =
+      (backend::register_backend("layout_capture",
+                                 [] { return std::make_unique<LayoutCaptureBackend>(); }),
+       true);
+  (void)registered;
+}
+
 }  // namespace
+
+// Strides are recorded on every graph value, but only as what the layout rule gives at run time:
+// for each node of compile's graph, the strides eager's same op call produced.
+TEST_P(LayoutAgreementModel, TracedGraphRecordsEagersLayout) {
+  const std::string name = GetParam();
+  auto spec = test_models::small_model(name, 5, 64);
+  spec->module->eval();
+  const std::vector<Tensor> inputs = small_inputs(name, 2, 6);
+
+  std::vector<OpLayout> eager_ops;
+  tls_eager_log = &eager_ops;
+  LogMode log_mode;
+  std::optional<ModeGuard> logging(&log_mode);
+  spec->forward(inputs);
+  logging.reset();
+  tls_eager_log = nullptr;
+
+  register_layout_capture_backend();
+  std::vector<OpLayout> graph_ops;
+  captured_graph_ops = &graph_ops;
+  CompileOptions options;
+  options.backend = "layout_capture";
+  auto f = compile([&](const std::vector<Tensor>& x) { return spec->forward(x); }, options);
+  f(inputs);
+  captured_graph_ops = nullptr;
+
+  // The traced graph may drop nodes eager ran (dead code); each graph node is matched with the
+  // next eager call of the same op.
+  ASSERT_GT(graph_ops.size(), 5u) << name;
+  size_t k = 0;
+  int mismatches = 0;
+  for (const OpLayout& g : graph_ops) {
+    while (k < eager_ops.size() && eager_ops[k].op != g.op) ++k;
+    ASSERT_LT(k, eager_ops.size())
+        << name << ": graph node " << describe(g) << " has no eager call left to match";
+    if (!(eager_ops[k] == g) && mismatches++ < 5)
+      ADD_FAILURE() << name << ": graph records " << describe(g) << ", eager made "
+                    << describe(eager_ops[k]);
+    ++k;
+  }
+  EXPECT_EQ(mismatches, 0) << name;
+}
 
 TEST_P(LayoutAgreementModel, EagerCompileAndLazyAgree) {
   const std::string name = GetParam();
