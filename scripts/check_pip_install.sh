@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # The issue-14 acceptance check: in a fresh venv, `pip install .` builds Lathe and its Python
-# extension, then a resnet18 compiled with torch.compile(backend="lathe") (torchvision's when it
-# installs, else the reference model of tests/oracle, the same architecture) matches eager.
-# Usage: scripts/check_pip_install.sh [venv-dir]   (default: a new temporary directory)
+# extension, then a resnet18 compiled with torch.compile(backend="lathe") matches eager.
+# Usage: scripts/check_pip_install.sh [--torchvision] [venv-dir]   (default: a new temp directory)
+# - default: torch 2.13.0 (the CI venv's, CPU build) and the reference resnet18 of tests/oracle
+#   (the same architecture as torchvision's; no torchvision imports beside that torch);
+# - --torchvision: the local torch 2.14.1 + torchvision 0.29.1 pair (a CUDA build, 5.5 GB, that runs
+#   on the CPU), torchvision's resnet18 (a torchvision that does not import is an error), then
+#   tests/python/test_torchvision.py for the models in LATHE_PY_TORCHVISION (default resnet18).
 # With ccache installed it compiles through ccache (CCACHE_BASEDIR = the checkout, the compiler c++
 # as for build/), so after a build in build/ the install mostly links cached objects.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
+TORCHVISION=0
+if [ "${1:-}" = "--torchvision" ]; then
+  TORCHVISION=1
+  shift
+fi
 VENV="${1:-$(mktemp -d)/venv}"
 PYTHON="${PYTHON:-python3}"
 start=$(date +%s)
 
 echo "[pip-check] fresh venv in $VENV" >&2
 "$PYTHON" -m venv "$VENV"
-"$VENV/bin/pip" install -q torch==2.13.0 numpy
-# torchvision without its dependencies, so it cannot replace the CPU torch; optional (PyPI's
-# wheels do not load against the local 2.13.0+cpu torch: "operator torchvision::nms does not
-# exist", so the reference resnet18 is used then).
-if "$VENV/bin/pip" install -q --no-deps "torchvision==0.28.*" >/dev/null 2>&1; then
-  echo "[pip-check] torchvision installed" >&2
+if [ "$TORCHVISION" = 1 ]; then
+  "$VENV/bin/pip" install -q torch==2.14.1 torchvision==0.29.1 numpy pytest
+else
+  "$VENV/bin/pip" install -q torch==2.13.0 numpy
 fi
 
 if command -v ccache >/dev/null 2>&1; then
@@ -36,31 +43,39 @@ echo "[pip-check] pip install . took $((t1 - t0)) s" >&2
 
 # Outside the checkout, so `import lathe` is the installed package, not python/lathe.
 cd "$(mktemp -d)"
-LATHE_REF_MODELS="$ROOT/tests/oracle" "$VENV/bin/python" - <<'PY'
+LATHE_REF_MODELS="$ROOT/tests/oracle" TORCHVISION="$TORCHVISION" "$VENV/bin/python" - <<'PY'
 import os, sys
 import torch
 import lathe
 
-try:
-    import torchvision
-    model = torchvision.models.resnet18().eval()
-    which = "torchvision"
-except Exception:  # torchvision missing or not matching this torch
+if os.environ["TORCHVISION"] == "1":
+    import torchvision  # must import: this mode installed the matching pair
+    model = torchvision.models.resnet18(weights=None).eval()
+    which = f"torchvision {torchvision.__version__}, torch {torch.__version__}"
+else:
     sys.path.insert(0, os.environ["LATHE_REF_MODELS"])
     import ref_models
     model = ref_models.build("resnet18").eval()
-    which = "tests/oracle/ref_models"
+    which = f"tests/oracle/ref_models, torch {torch.__version__}"
 # Registered through the torch_dynamo_backends entry point: lathe.torch is not imported here.
 assert "lathe" in torch._dynamo.list_backends(), torch._dynamo.list_backends()
-x = torch.randn(1, 3, 224, 224)
-with torch.no_grad():
-    want = model(x)
-    got = torch.compile(model, backend="lathe")(x)
-    got = torch.compile(model, backend="lathe")(x)
-scale = want.abs().max().item()
-torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3 * min(1.0, scale))
-print(f"[pip-check] OK: lathe {lathe.__version__} from {os.path.dirname(lathe.__file__)}; "
-      f"resnet18 ({which}) with backend='lathe' matches eager "
-      f"(max abs diff {(got - want).abs().max().item():.2e})")
+torch.manual_seed(0)
+compiled = torch.compile(model, backend="lathe")
+for batch in (1, 2):
+    x = torch.randn(batch, 3, 224, 224)
+    with torch.no_grad():
+        want = model(x)
+        got = compiled(x)
+        got = compiled(x)
+    scale = want.abs().max().item()
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3 * min(1.0, scale))
+    print(f"[pip-check] OK: lathe {lathe.__version__} from {os.path.dirname(lathe.__file__)}; "
+          f"resnet18 ({which}) batch {batch} with backend='lathe' matches eager "
+          f"(max abs diff {(got - want).abs().max().item():.2e})")
 PY
+if [ "$TORCHVISION" = 1 ]; then
+  # Still from outside the checkout: the tests import the installed package.
+  LATHE_PY_TORCHVISION="${LATHE_PY_TORCHVISION:-resnet18}" \
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python/test_torchvision.py"
+fi
 echo "[pip-check] total $(( $(date +%s) - start )) s" >&2

@@ -21,7 +21,7 @@ from ._C import (  # noqa: F401  (the public API)
     adaptive_avg_pool2d, batch_norm, layer_norm, softmax, log_softmax, dropout, embedding,
     nll_loss, cross_entropy, scaled_dot_product_attention, cat, stack, split, chunk, sum, mean,
     amax, amin, max, min, argmax, argmin, var, std, backend_names, set_compile_logs,
-    CompiledFunction,
+    CompiledFunction, SymInt, mark_dynamic, mark_static,
 )
 from ._C import nn, io, models  # noqa: F401
 from ._compile import compile, metrics  # noqa: F401

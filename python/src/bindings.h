@@ -15,9 +15,15 @@ void bind_tensor(nb::module_& m);   // tensor_bindings.cpp: Tensor, dtypes, fact
 void bind_ops(nb::module_& m);      // ops_bindings.cpp: the functional ops
 void bind_nn(nb::module_& m);       // nn_bindings.cpp: lathe.nn, lathe.io, lathe.models
 void bind_compile(nb::module_& m);  // compile_bindings.cpp: lathe.compile, logs, metrics
+void bind_sym(nb::module_& m);      // sym_bindings.cpp: lathe.SymInt, mark_dynamic/mark_static
 
 // A tensor's sizes as Python ints; a symbolic size (inside lathe.compile) is specialized with a
 // guard, so code that reads it stays correct for the traced shapes.
 std::vector<int64_t> concrete_sizes(const Tensor& t);
+
+// A size as Python sees it: an int when concrete, a lathe.SymInt when symbolic (while tracing).
+nb::object sym_to_python(const SymInt& s);
+// A Python sequence of ints and lathe.SymInts as a Shape (view/reshape/expand sizes).
+Shape shape_from_python(nb::handle sizes);
 
 }  // namespace lathe::python

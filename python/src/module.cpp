@@ -12,6 +12,7 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(false);
   // lathe::Error reaches Python as lathe.Error (a RuntimeError) with Lathe's message.
   nb::exception<lathe::Error>(m, "Error", PyExc_RuntimeError);
+  lathe::python::bind_sym(m);  // before the tensor methods that return and take lathe.SymInt
   lathe::python::bind_tensor(m);
   lathe::python::bind_ops(m);
   lathe::python::bind_nn(m);

@@ -49,6 +49,14 @@ void bind_tensor(nb::module_& m) {
   t.def_prop_ro("shape", &concrete_sizes)
       .def("size", [](const Tensor& self) { return concrete_sizes(self); })
       .def("size", [](const Tensor& self, int64_t d) { return static_cast<int64_t>(self.size(d)); })
+      // The sizes without specializing: lathe.SymInt for a symbolic size while tracing, else int.
+      .def_prop_ro("sym_shape",
+                   [](const Tensor& self) {
+                     nb::list l;
+                     for (const SymInt& s : self.sizes()) l.append(sym_to_python(s));
+                     return l;
+                   })
+      .def("sym_size", [](const Tensor& self, int64_t d) { return sym_to_python(self.size(d)); })
       .def_prop_ro("strides", &concrete_strides)
       .def("stride", [](const Tensor& self) { return concrete_strides(self); })
       .def_prop_ro("dtype", &Tensor::dtype)
@@ -74,12 +82,10 @@ void bind_tensor(nb::module_& m) {
       // after another library wrote into memory Lathe views (a DLPack import) in place.
       .def("bump_version", &Tensor::bump_version)
       // Views and copies.
-      .def("view",
-           [](const Tensor& s, const std::vector<int64_t>& v) { return s.view(to_shape(v)); })
-      .def("reshape",
-           [](const Tensor& s, const std::vector<int64_t>& v) { return s.reshape(to_shape(v)); })
-      .def("expand",
-           [](const Tensor& s, const std::vector<int64_t>& v) { return s.expand(to_shape(v)); })
+      // Sizes may be lathe.SymInt (from sym_size while tracing): they stay symbolic.
+      .def("view", [](const Tensor& s, nb::handle v) { return s.view(shape_from_python(v)); })
+      .def("reshape", [](const Tensor& s, nb::handle v) { return s.reshape(shape_from_python(v)); })
+      .def("expand", [](const Tensor& s, nb::handle v) { return s.expand(shape_from_python(v)); })
       .def("permute", &Tensor::permute)
       .def("transpose", &Tensor::transpose)
       .def("t", &Tensor::t)

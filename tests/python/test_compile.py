@@ -130,3 +130,50 @@ def test_gil_is_released_while_compiled_graph_runs():
     finally:
         sys.setswitchinterval(old)
     assert during > 0
+
+
+def test_sym_size_keeps_computed_sizes_symbolic():
+    seen = []
+
+    @lathe.compile(dynamic=True)
+    def regroup(x):
+        b, n = x.sym_size(0), x.sym_size(1)
+        seen.append(type(b))
+        return lathe.relu(x.reshape([b * 2, n // 2]))
+
+    for batch in (3, 5, 7, 5):
+        x = t(batch, 8)
+        want = torch.relu(torch.from_dlpack(x).reshape(batch * 2, 4))
+        torch.testing.assert_close(torch.from_dlpack(regroup(x)), want)
+    assert seen == [lathe.SymInt]  # traced once, the batch a symbol
+    assert regroup.stats()["compiles"] == 1
+
+
+def test_mark_static_keeps_a_dim_static_under_dynamic_true():
+    @lathe.compile(dynamic=True)
+    def f(x):
+        return x.reshape([x.sym_size(0), -1]) * 2.0
+
+    shapes = []
+    for rows, cols in ((3, 4), (5, 4), (5, 6)):
+        x = t(rows, cols)
+        lathe.mark_static(x, [1])
+        shapes.append(x.shape)
+        torch.testing.assert_close(torch.from_dlpack(f(x)), torch.from_dlpack(x) * 2)
+    # rows symbolic (one entry for 3 and 5), cols static: 6 needs a second entry.
+    assert f.stats()["compiles"] == 2
+    assert "6" in f.guards_string(0) or "6" in f.last_recompile_reason()
+
+
+def test_sym_int_arithmetic_and_errors():
+    @lathe.compile(dynamic=True)
+    def f(x):
+        b = x.sym_size(0)
+        assert isinstance(b + 1, lathe.SymInt) and isinstance(1 + b, lathe.SymInt)
+        assert isinstance(-b, lathe.SymInt) and isinstance(b - b, int)
+        with pytest.raises(lathe.Error, match=r"\[shape\] a size is a str"):
+            x.reshape([b, "4"])
+        return x.reshape([b * 4])
+
+    x = t(3, 4)
+    torch.testing.assert_close(torch.from_dlpack(f(x)), torch.from_dlpack(x).reshape(12))

@@ -95,22 +95,59 @@ def test_unsupported_op_is_partitioned_and_logged(caplog):
     assert all(s.compiled.stats()["compiles"] == 1 for s in subs)
 
 
-def test_dynamic_batch_compiles_a_bounded_number_of_times():
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
-                                torch.nn.Linear(16, 4)).eval()
+class RegroupByBatch(torch.nn.Module):
+    """Sizes computed from the batch (dynamo passes them as SymInt inputs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        b = x.size(0)
+        y = torch.relu(self.fc(x)).view(b, 4, 4).transpose(1, 2).reshape(b, -1)
+        return self.fc2(y).view(b * 2, 2)
+
+
+def test_dynamic_batch_compiles_once_with_symbols():
+    model = RegroupByBatch().eval()
     rec = Recorder()
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=rec)
-    batches = [2, 3, 4, 5, 6, 3, 4]
+    batches = [2, 3, 4, 5, 6, 3, 4, 9]
     with torch.no_grad():
         for b in batches:
             x = torch.randn(b, 8)
             assert_close_harness(compiled(x), model(x))
-    # dynamo: one static graph, then one dynamic graph for every later batch size.
-    assert len(rec.graphs) <= 2
-    # Lathe: at most one compile per distinct batch size.
+    # dynamo: one static graph (batch 2), then one graph with a symbolic batch for the rest.
+    assert len(rec.graphs) == 2
+    static_graph, dynamic_graph = rec.graphs
+    (dynamic_sub,) = [m for m in dynamic_graph.modules()
+                      if isinstance(m, lathe.torch.LatheSubgraph)]
+    # Lathe: the dynamic graph's subgraph is traced once, its batch a Lathe symbol; the SymInt
+    # inputs (b, b * 2) are computed from the input's symbolic size, not passed as ints.
+    stats = dynamic_sub.compiled.stats()
+    assert stats["compiles"] == 1 and stats["calls"] == len(batches) - 1
+    assert dynamic_sub.shapes.any_symbolic and dynamic_sub.shapes.derived
+    assert "s0" in dynamic_sub.compiled.graph_string()
     lathe_compiles = sum(s.compiled.stats()["compiles"] for s in rec.subgraphs())
-    assert lathe_compiles <= len(set(batches))
+    assert lathe_compiles == 2
+
+
+def test_dynamic_batch_bert_compiles_once():
+    cfg = SMALL_CFG["bert"]
+    model = ref_models.build("bert", **cfg).eval()
+    rec = Recorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=rec)
+    with torch.no_grad():
+        for b in (2, 3, 5, 4):
+            inputs = ref_models.default_input("bert", b, b, seq_len=16, **cfg)
+            got, want = compiled(*inputs), model(*inputs)
+            for o, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
+                assert_close_harness(o, w)
+    subs_dynamic = [m for m in rec.graphs[-1].modules() if isinstance(m, lathe.torch.LatheSubgraph)]
+    assert subs_dynamic and all(s.compiled.stats()["compiles"] == 1 for s in subs_dynamic)
 
 
 def test_parameters_are_lifted_once_and_updates_are_seen():

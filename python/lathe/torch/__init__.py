@@ -17,9 +17,14 @@ tensor methods) and calls `backend(graph_module, example_inputs)`. The backend:
 
 Per call, torch inputs cross through DLPack with no copy and the outputs come back the same way.
 
-Dynamic shapes: a graph dynamo marked dynamic passes sizes as SymInt inputs; they reach Lathe as
-Python ints, which lathe.compile guards by value, so Lathe compiles once per distinct shape (up to
-its recompile limit, then runs the subgraph eagerly) rather than once symbolically.
+Dynamic shapes: a graph dynamo marked dynamic has symbolic sizes (s0, ...) in its tensors' fake
+shapes and passes sizes as SymInt inputs. Each Lathe subgraph traces the dims dynamo made symbolic as
+Lathe symbols (lathe.compile(dynamic=True), every other dim marked static), and a SymInt input that
+is an expression of those symbols (s0, 2*s0, s0//4, ...) is not passed to Lathe at all: the traced
+function computes it from the tensors' symbolic sizes (Tensor.sym_size), so view/reshape/expand
+sizes stay symbolic. One Lathe compile then serves every batch size dynamo's graph serves; a SymInt
+input Lathe cannot express is passed as an int (guarded by value: one compile per value, up to the
+recompile limit), and a subgraph Lathe cannot trace with symbols is traced with static sizes.
 
 A subgraph that Lathe rejects when it traces it (a lathe.Error the argument checks did not foresee)
 runs in PyTorch from then on, with one log line saying why.
@@ -27,6 +32,7 @@ runs in PyTorch from then on, with one log line saying why.
 Training: Lathe has no autograd through this backend yet; a call with grad enabled and an input
 that requires grad runs the captured graph in PyTorch instead (logged once).
 """
+import functools
 import logging
 import operator
 import os
@@ -88,6 +94,8 @@ class _LatheSupport(OperatorSupportBase):
         if lowering is None:
             return "no Lathe lowering"
         v = _tensor_meta(node)
+        if _size_exprs(v) is not None:  # size arithmetic (x.size(), s0 * 2): Lathe symbols
+            return None
         if not isinstance(v, torch.Tensor):
             return None if v is None else "not a tensor result"
         if v.dtype not in TORCH_TO_LATHE_DTYPE:
@@ -128,6 +136,125 @@ def _to_lathe(x):
 
 def _to_torch(t):
     return torch.from_dlpack(t)
+
+
+def _symbolic_expr(v):
+    """The sympy expression of a symbolic torch.SymInt (a fake tensor's size or a SymInt input),
+    None for a plain int or a SymInt dynamo has specialized."""
+    if not isinstance(v, torch.SymInt):
+        return None
+    expr = v.node.expr
+    return None if expr.is_number else expr
+
+
+def _size_exprs(v):
+    """A size value's sympy expression(s): an int or SymInt -> one expression, a torch.Size or a
+    tuple of them -> a tuple; None for anything else (tensors, floats, ...)."""
+    import sympy
+
+    if isinstance(v, torch.SymInt):
+        return v.node.expr
+    if isinstance(v, int) and not isinstance(v, bool):
+        return sympy.Integer(v)
+    if isinstance(v, (tuple, list)) and v and not isinstance(v, torch.Tensor):
+        exprs = tuple(_size_exprs(e) for e in v)
+        return None if any(e is None or isinstance(e, tuple) for e in exprs) else exprs
+    return None
+
+
+def _sym_eval_value(exprs, env):
+    """_sym_eval over one expression or a tuple of them (a torch.Size)."""
+    if isinstance(exprs, tuple):
+        return tuple(_sym_eval(e, env) for e in exprs)
+    return _sym_eval(exprs, env)
+
+
+def _free_symbols(exprs):
+    if isinstance(exprs, tuple):
+        return set().union(*(e.free_symbols for e in exprs))
+    return exprs.free_symbols
+
+
+def _sym_eval(expr, env):
+    """Evaluates a sympy size expression over `env` (symbol -> int or lathe.SymInt). Raises
+    KeyError / NotImplementedError for what Lathe cannot express."""
+    import sympy
+
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        return env[expr]
+    kind = type(expr).__name__
+    args = [_sym_eval(a, env) for a in expr.args]
+    if isinstance(expr, sympy.Add):
+        return functools.reduce(operator.add, args)
+    if isinstance(expr, sympy.Mul):
+        return functools.reduce(operator.mul, args)
+    if kind == "FloorDiv":
+        return args[0] // args[1]
+    if kind in ("PythonMod", "Mod"):
+        return args[0] % args[1]
+    raise NotImplementedError(f"size expression {expr} ({kind})")
+
+
+class _DynamicShapes:
+    """How one subgraph's inputs map onto Lathe symbols.
+
+    fakes: dynamo's example value of each placeholder (fake tensors, SymInts, ...);
+    passed: the placeholders not lifted (tensors and sizes that change per call)."""
+
+    def __init__(self, fakes, passed):
+        self.symbol_source = {}  # sympy symbol -> (placeholder index, dim)
+        self.static_dims = []  # (placeholder index, dims dynamo kept static)
+        for i in passed:
+            v = fakes[i]
+            if not isinstance(v, torch.Tensor):
+                continue
+            static = []
+            for d, size in enumerate(v.shape):
+                expr = _symbolic_expr(size)
+                if expr is None:
+                    static.append(d)
+                elif expr.is_Symbol:
+                    self.symbol_source.setdefault(expr, (i, d))
+            if static:
+                self.static_dims.append((i, static))
+        self.any_symbolic = bool(self.symbol_source)
+        # Size placeholders (SymInt, torch.Size) computed inside the trace from the tensors'
+        # symbolic sizes.
+        self.derived = {}  # placeholder index -> sympy expression, or a tuple of them
+        for i in passed:
+            exprs = _size_exprs(fakes[i])
+            if exprs is None or not self.can_evaluate(exprs):
+                continue
+            self.derived[i] = exprs
+
+    def can_evaluate(self, exprs):
+        if not _free_symbols(exprs) <= set(self.symbol_source):
+            return False
+        try:
+            _sym_eval_value(exprs, {s: 2 for s in _free_symbols(exprs)})
+        except (KeyError, NotImplementedError, ZeroDivisionError):
+            return False
+        return True
+
+    def evaluate(self, exprs, args):
+        """exprs at the sizes of args (torch tensors by placeholder index): a call's real value."""
+        env = {s: args[i].shape[d] for s, (i, d) in self.symbol_source.items()}
+        return _sym_eval_value(exprs, env)
+
+    def derive(self, args):
+        """Inside the trace: fills args (by placeholder index) with the derived sizes."""
+        if not self.derived:
+            return
+        env = {s: args[i].sym_size(d) for s, (i, d) in self.symbol_source.items()}
+        for i, exprs in self.derived.items():
+            args[i] = _sym_eval_value(exprs, env)
+
+    def static_dims_per_call(self, dynamic_positions):
+        """static_dims indexed by position among the per-call arguments."""
+        where = {i: k for k, i in enumerate(dynamic_positions)}
+        return [(where[i], dims) for i, dims in self.static_dims]
 
 
 class _Interpreter:
@@ -176,7 +303,7 @@ def _is_static_input(node, example):
 class LatheSubgraph(torch.nn.Module):
     """One partition of the dynamo graph, run by a lathe.compile'd function."""
 
-    def __init__(self, gm, static_inputs, name):
+    def __init__(self, gm, static_inputs, name, fakes=None):
         super().__init__()
         self.gm = gm  # kept for the PyTorch fallback
         self.interp = _Interpreter(gm)
@@ -193,25 +320,57 @@ class LatheSubgraph(torch.nn.Module):
         for n in gm.graph.nodes:
             if n.op == "get_attr":
                 self.lifted[n.name] = _to_lathe(getattr(gm, n.target))
-        self.dynamic_positions = [i for i in range(len(placeholders))
-                                  if i not in set(self.static_positions)]
-        self.compiled = self._compile()
+        passed = [i for i in range(len(placeholders)) if i not in set(self.static_positions)]
+        fakes = fakes or [_tensor_meta(n) for n in placeholders]
+        self.shapes = _DynamicShapes(fakes, passed)
+        # Per call, Lathe gets the placeholders that are neither lifted nor derived sizes.
+        self.dynamic_positions = [i for i in passed if i not in self.shapes.derived]
+        # Per call, before Lathe sees the tensors: the dims dynamo kept static stay static.
+        self.mark_static = self.shapes.static_dims_per_call(self.dynamic_positions) \
+            if self.shapes.any_symbolic else []
         self.torch_fallback = False
+        # Outputs that are sizes (used by PyTorch nodes after this subgraph): computed per call
+        # from the inputs' sizes, not by Lathe (a compiled function returns tensors).
+        (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+        self.output_is_sequence = isinstance(output.args[0], (tuple, list))
+        outs = list(output.args[0]) if self.output_is_sequence else [output.args[0]]
+        self.size_outputs = {}  # output position -> sympy expression(s)
+        for k, o in enumerate(outs):
+            v = _tensor_meta(o) if isinstance(o, torch.fx.Node) else o
+            exprs = None if isinstance(v, torch.Tensor) else _size_exprs(v)
+            if exprs is None:
+                continue
+            if not self.shapes.can_evaluate(exprs):
+                logger.warning("[lathe.torch] %s returns the size %s, which Lathe cannot compute "
+                               "from its inputs; running it in PyTorch", name, v)
+                self.torch_fallback = True
+            self.size_outputs[k] = exprs
+        self.n_outputs = len(outs)
+        self.tensor_outputs = [k for k in range(len(outs)) if k not in self.size_outputs]
+        self.compiled = self._compile()
 
     def _compile(self):
         interp, lifted = self.interp, self.lifted
         n_ph = len(interp.placeholders)
         dynamic_positions = self.dynamic_positions
+        shapes = self.shapes
+        tensor_outputs = self.tensor_outputs if self.size_outputs else None
 
         def lathe_fn(*dyn_args):
             args = [None] * n_ph
             for i, v in zip(dynamic_positions, dyn_args):
                 args[i] = v
+            shapes.derive(args)
             out = interp.run(args, lifted)
+            if tensor_outputs is not None:
+                out = tuple(out[k] for k in tensor_outputs)
             return tuple(out) if isinstance(out, (tuple, list)) else out
 
         lathe_fn.__qualname__ = self.name
-        return lathe.compile(lathe_fn, dynamic=False, backend=_backend_name(), name=self.name)
+        # Symbolic dims as Lathe symbols: every size is a symbol (dynamic=True) except the dims
+        # marked static per call (self.shapes.mark), i.e. exactly dynamo's symbolic dims.
+        return lathe.compile(lathe_fn, dynamic=shapes.any_symbolic, backend=_backend_name(),
+                             name=self.name)
 
     def _relift(self, args):
         changed = False
@@ -238,6 +397,8 @@ class LatheSubgraph(torch.nn.Module):
         if self._relift(args) and self.compiled.stats()["calls"] > 0:
             self.compiled.reset()  # new parameter tensors: the traced graph captured the old ones
         dyn = [_to_lathe(args[i]) for i in self.dynamic_positions]
+        for k, dims in self.mark_static:
+            lathe.mark_static(dyn[k], dims)
         try:
             out = self.compiled(*dyn)
         except lathe.Error as e:
@@ -247,6 +408,14 @@ class LatheSubgraph(torch.nn.Module):
                            "PyTorch from now on: %s", self.name, e)
             self.torch_fallback = True
             return self.gm(*args)
+        if self.size_outputs:
+            results = [None] * self.n_outputs
+            tensors = out if isinstance(out, tuple) else (out,)
+            for k, t in zip(self.tensor_outputs, tensors):
+                results[k] = _to_torch(t)
+            for k, exprs in self.size_outputs.items():
+                results[k] = self.shapes.evaluate(exprs, args)
+            return tuple(results) if self.output_is_sequence else results[0]
         if isinstance(out, tuple):
             return tuple(_to_torch(t) for t in out)
         return _to_torch(out)
@@ -280,13 +449,15 @@ def backend(gm: torch.fx.GraphModule, example_inputs):
             continue
         sub = getattr(fused, node.target)
         sub_static = set()
+        fakes = []
         # The partition's placeholders follow the call's arguments in order.
         for ph, arg in zip([n for n in sub.graph.nodes if n.op == "placeholder"], node.args):
             if isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and \
                     arg.name in static_inputs:
                 sub_static.add(ph.name)
+            fakes.append(_tensor_meta(arg) if isinstance(arg, torch.fx.Node) else arg)
         setattr(fused, node.target,
-                LatheSubgraph(sub, sub_static, f"torch_graph{gid}_{node.target}"))
+                LatheSubgraph(sub, sub_static, f"torch_graph{gid}_{node.target}", fakes))
     fused.recompile()
     return fused.forward
 

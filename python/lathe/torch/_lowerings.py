@@ -331,7 +331,8 @@ def _squeeze(x, dim=None):
 
 @method("size")
 def _size(x, dim=None):
-    return tuple(x.shape) if dim is None else x.shape[dim]
+    # Symbolic sizes stay lathe.SymInt (no specialization) when the subgraph traces dynamic dims.
+    return tuple(x.sym_shape) if dim is None else x.sym_size(dim)
 
 
 def _to_check(node):
