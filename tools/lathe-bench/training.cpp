@@ -11,11 +11,13 @@
 #include <memory>
 #include <sstream>
 
+#include "lathe/core/grad_mode.h"
 #include "lathe/core/random.h"
 #include "lathe/core/threads.h"
 #include "lathe/models/registry.h"
 #include "lathe/ops/ops.h"
 #include "lathe/optim/optimizer.h"
+#include "lathe/trace/compile.h"
 
 namespace lathe_bench {
 namespace {
@@ -83,6 +85,8 @@ class SyntheticLoss {
     return loss;
   }
 
+ bool has_labels() const { return !labels_.empty(); }
+
  private:
   std::vector<Tensor> labels_;
 };
@@ -129,21 +133,38 @@ Tensor eager_step(TrainingModel& m, const std::vector<Tensor>& inputs) {
 
 using StepFn = std::function<void(const std::vector<Tensor>&)>;
 
-// The hook for the lazy and compile backends: a compiled training step (AOT autograd, issue 13)
-// plugs in here. backend_trains says whether `backend` has a training step (else why not, as the
-// table prints it); make_backend_step builds it from a TrainingModel of its own. Until
-// lathe::compile can differentiate a compiled forward, only eager trains.
+// The training step per backend. "compile[@B]" is AOT autograd: lathe::compile of forward + loss
+// traces once in training mode, and backward() on the compiled loss runs the compiled backward
+// (one autograd node) that fills the parameters' grads; the optimizer step stays eager. The lazy
+// device has no autograd, so "lazy" does not train (the table says so).
 bool backend_trains(const std::string& backend, std::string* why) {
-  if (backend == "eager") return true;
-  *why = "n/a (AOT autograd not built)";
+  if (backend == "eager" || backend == "compile" || backend.rfind("compile@", 0) == 0) return true;
+  *why = "n/a (no autograd on the lazy device)";
   return false;
 }
 
 StepFn make_backend_step(const std::string& backend, TrainingModel& m) {
-  if (backend != "eager")
+  if (backend == "eager") return [&m](const std::vector<Tensor>& in) { eager_step(m, in); };
+  if (backend != "compile" && backend.rfind("compile@", 0) != 0)
     throw lathe::Error(
         lathe::detail::str("[lathe-bench] no training step for backend '", backend, "'"));
-  return [&m](const std::vector<Tensor>& in) { eager_step(m, in); };
+  lathe::CompileOptions options;
+  if (backend.rfind("compile@", 0) == 0) options.backend = backend.substr(8);
+  options.name = "train_step";
+  auto compiled = std::make_shared<lathe::CompiledFunction>(lathe::compile(
+      [&m](const std::vector<Tensor>& in) { return m.loss(m.spec->forward(in)); }, options));
+  return [&m, compiled](const std::vector<Tensor>& in) {
+    // The synthetic labels are drawn from the output shapes on first use: draw them eagerly
+    // (no grad) so that the trace captures them as data instead of recording the random draw.
+    if (!m.loss.has_labels()) {
+      lathe::NoGradGuard no_grad;
+      m.loss(m.spec->forward(in));
+    }
+    m.opt->zero_grad();
+    Tensor loss = (*compiled)(in)[0];
+    loss.backward();
+    m.opt->step();
+  };
 }
 
 struct TrainRow {
