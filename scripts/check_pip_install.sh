@@ -36,6 +36,11 @@ if command -v ccache >/dev/null 2>&1; then
   # (scikit-build-core would otherwise take Python's g++), so build-pip/ reuses build/'s objects.
   export CXX="${CXX:-c++}"
 fi
+# The system CMake: a cmake shim earlier on PATH (pyenv's, for a Python without the cmake package)
+# fails inside pip's isolated build and scikit-build-core then reports no CMake at all.
+if [ -z "${CMAKE_EXECUTABLE:-}" ] && [ -x /usr/bin/cmake ]; then
+  export CMAKE_EXECUTABLE=/usr/bin/cmake
+fi
 t0=$(date +%s)
 "$VENV/bin/pip" install -q . 2>&1 | tail -20
 t1=$(date +%s)

@@ -94,14 +94,14 @@ class _LatheSupport(OperatorSupportBase):
         if lowering is None:
             return "no Lathe lowering"
         v = _tensor_meta(node)
-        if _size_exprs(v) is not None:  # size arithmetic (x.size(), s0 * 2): Lathe symbols
-            return None
-        if not isinstance(v, torch.Tensor):
-            return None if v is None else "not a tensor result"
-        if v.dtype not in TORCH_TO_LATHE_DTYPE:
-            return f"dtype {v.dtype}"
-        if v.device.type != "cpu":
-            return f"device {v.device}"
+        # Size arithmetic (x.size(), s0 * 2) runs on Lathe symbols inside the subgraph.
+        if _size_exprs(v) is None:
+            if not isinstance(v, torch.Tensor):
+                return None if v is None else "not a tensor result"
+            if v.dtype not in TORCH_TO_LATHE_DTYPE:
+                return f"dtype {v.dtype}"
+            if v.device.type != "cpu":
+                return f"device {v.device}"
         for a in node.all_input_nodes:
             av = _tensor_meta(a)
             if isinstance(av, torch.Tensor) and (av.dtype not in TORCH_TO_LATHE_DTYPE
