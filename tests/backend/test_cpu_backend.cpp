@@ -301,8 +301,8 @@ TEST(FuseLinearPass, FusesActivationsAndResidualAdds) {
 TEST(CpuBackend, PipelineNamesAndDisabling) {
   EXPECT_EQ(backend::cpu::pass_names(),
             (std::vector<std::string>{"functionalize", "constant_fold", "fold_batch_norm",
-                                      "fuse_conv", "fuse_linear", "fuse_attention",
-                                      "plan_layouts", "dce"}));
+                                      "fuse_conv", "fuse_linear", "fuse_attention", "merge_linear",
+                                      "plan_layouts", "concat_blocked", "dce"}));
   Built b = resnet_tail(false);
   auto off = backend::cpu::run_passes(*b.g, {"fuse_conv"});
   EXPECT_EQ(op_names(*off), (std::vector<std::string>{"conv2d", "batch_norm", "add", "relu"}));
