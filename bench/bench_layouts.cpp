@@ -1,6 +1,8 @@
-// The cpu backend's plan_layouts pass on and off, model by model: compiled calls timed in
-// interleaved rounds by process CPU time (robust to other jobs on a shared machine, unlike wall
-// time) and wall time, best of the rounds. Inference, batch 1, frozen weights.
+// The cpu backend's plan_layouts pass with each layout, model by model: channels-last (the pass
+// off, LATHE_CPU_BLOCK=0), nChw8c (8) and nChw16c (16); compiled calls timed in interleaved rounds
+// by process CPU time (robust to other jobs on a shared machine, unlike wall time) and wall time,
+// best of the rounds. Inference, batch 1, frozen weights. First prints the probe the pass's default
+// choice comes from (dnnl_measured_conv_layout).
 // Usage: bench_layouts [threads (default 1)] [rounds (default 10)] [model ...]
 #include <algorithm>
 #include <chrono>
@@ -12,6 +14,7 @@
 
 #include "lathe/core/grad_mode.h"
 #include "lathe/core/threads.h"
+#include "lathe/kernels/dnnl_conv.h"
 #include "lathe/models/registry.h"
 #include "lathe/trace/compile.h"
 
@@ -39,27 +42,33 @@ int main(int argc, char** argv) {
   if (names.empty()) names = {"resnet18", "mobilenet_v2", "resnext50_32x4d", "squeezenet1_1"};
   set_num_threads(threads);
   NoGradGuard no_grad;
-  std::printf("plan_layouts on vs off, batch 1, %d thread(s), best of %d interleaved rounds\n",
-              threads, rounds);
+  const auto& probe = lathe::detail::dnnl_measured_conv_layout();
   std::printf(
-      "| model | CPU ms channels-last | CPU ms blocked | blocked speedup | wall ms "
-      "channels-last | wall ms blocked |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
+      "probe (3x3 64->64 @28, relu): oneDNN prefers block %d; channels-last %.3f ms, blocked %.3f "
+      "ms; default block %d\n\n",
+      probe.preferred_block, probe.channels_last_s * 1e3, probe.blocked_s * 1e3, probe.block);
+  std::printf("plan_layouts by block, batch 1, %d thread(s), best of %d interleaved rounds\n",
+              threads, rounds);
+  const std::vector<const char*> blocks{"0", "8", "16"};
+  std::printf(
+      "| model | CPU ms channels-last | CPU ms nChw8c | CPU ms nChw16c | wall ms channels-last | "
+      "wall ms nChw8c | wall ms nChw16c |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const std::string& name : names) {
     auto spec = models::create_model(name);
     spec->module->eval();
     auto in = models::default_inputs(name, 1, 1);
-    // The pass list is read when an entry compiles: one compiled function per setting.
+    // The block is read when an entry compiles: one compiled function per setting.
     std::vector<CompiledFunction> fs;
-    for (const char* off : {"plan_layouts", ""}) {
-      setenv("LATHE_DISABLE_PASSES", off, 1);
+    for (const char* block : blocks) {
+      setenv("LATHE_CPU_BLOCK", block, 1);
       CompileOptions o;
       o.backend = "cpu";
       fs.push_back(compile(spec->module, o));
       fs.back()(in);
       fs.back()(in);
     }
-    unsetenv("LATHE_DISABLE_PASSES");
-    std::vector<double> best_cpu(2, 1e30), best_wall(2, 1e30);
+    unsetenv("LATHE_CPU_BLOCK");
+    std::vector<double> best_cpu(fs.size(), 1e30), best_wall(fs.size(), 1e30);
     for (int r = 0; r < rounds; ++r) {
       for (size_t k = 0; k < fs.size(); ++k) {
         double c0 = cpu_seconds(), w0 = wall_seconds();
@@ -68,9 +77,9 @@ int main(int argc, char** argv) {
         best_wall[k] = std::min(best_wall[k], wall_seconds() - w0);
       }
     }
-    std::printf("| %s | %.2f | %.2f | %.2fx | %.2f | %.2f |\n", name.c_str(), best_cpu[0] * 1e3,
-                best_cpu[1] * 1e3, best_cpu[0] / best_cpu[1], best_wall[0] * 1e3,
-                best_wall[1] * 1e3);
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", name.c_str(),
+                best_cpu[0] * 1e3, best_cpu[1] * 1e3, best_cpu[2] * 1e3, best_wall[0] * 1e3,
+                best_wall[1] * 1e3, best_wall[2] * 1e3);
     std::fflush(stdout);
   }
   return 0;

@@ -1,7 +1,9 @@
 #include "lathe/kernels/dnnl_conv.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "lathe/core/threads.h"
 #include "lathe/kernels/dnnl_common.h"
@@ -188,21 +190,26 @@ void apply_post_ops(const Tensor& conv, const ConvPostOps& post, const Tensor& o
 
 }  // namespace
 
-void conv2d_forward_blocked8(const Tensor& x, const Tensor& w, const Tensor& bias,
-                             const Conv2dParams& p, const Tensor& out, const ConvPostOps& post) {
+void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias,
+                            const Conv2dParams& p, const Tensor& out, const ConvPostOps& post) {
+  const int64_t block = x.dim() == 5 ? x.sizes()[4].expect_int() : 0;
   LATHE_CHECK(x.dtype() == DType::f32 && x.dim() == 5 && out.dim() == 5 && x.is_contiguous() &&
-                  out.is_contiguous(),
-              "[conv2d] the blocked layout takes contiguous f32 [N, C/8, H, W, 8] tensors, got ",
+                  out.is_contiguous() && (block == 8 || block == 16) &&
+                  out.sizes()[4].expect_int() == block,
+              "[conv2d] the blocked layout takes contiguous f32 [N, C/B, H, W, B] tensors with the "
+              "same block B of 8 or 16, got ",
               x.shape_string(), " and ", out.shape_string());
   auto xs = x.shape(), os = out.shape();
-  const memory::dims src_dims{xs[0], xs[1] * 8, xs[2], xs[3]};
-  const memory::dims dst_dims{os[0], os[1] * 8, os[2], os[3]};
-  const memory::desc src(src_dims, memory::data_type::f32, memory::format_tag::nChw8c);
-  const memory::desc dst(dst_dims, memory::data_type::f32, memory::format_tag::nChw8c);
+  const memory::dims src_dims{xs[0], xs[1] * block, xs[2], xs[3]};
+  const memory::dims dst_dims{os[0], os[1] * block, os[2], os[3]};
+  const auto tag = block == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+  const memory::desc src(src_dims, memory::data_type::f32, tag);
+  const memory::desc dst(dst_dims, memory::data_type::f32, tag);
   Tensor wc = w.is_non_overlapping_and_dense() ? w : to_contiguous(w);
   Tensor b = bias.defined() ? to_contiguous(bias) : bias;
   DnnlKey key;
-  key.add(3).add(src_dims).add(dst_dims).add(wc.shape()).add(p.groups).add(b.defined() ? 1 : 0);
+  key.add(3).add(block).add(src_dims).add(dst_dims).add(wc.shape()).add(p.groups);
+  key.add(b.defined() ? 1 : 0);
   for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
   dnnl_add_post_ops_key(key, post);
   key.add(dnnl_prepare_threads());
@@ -216,6 +223,77 @@ void conv2d_forward_blocked8(const Tensor& x, const Tensor& w, const Tensor& bia
                                        {DNNL_ARG_DST, dnnl_mem(pd.dst_desc(), out)}};
   if (b.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(pd.weights_desc(1), b));
   dnnl_execute(*prim, std::move(args));
+}
+
+int dnnl_preferred_conv_block() {
+  static const int block = [] {
+    // A mid-sized 3x3 convolution (resnet's 64 -> 64 at 56x56) with every layout left to oneDNN:
+    // the source layout it picks is the one its fastest kernel for this machine reads.
+    const memory::dims src_dims{1, 64, 56, 56}, dst_dims{1, 64, 56, 56}, w_dims{64, 64, 3, 3};
+    const memory::desc src(src_dims, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc dst(dst_dims, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc wd(w_dims, memory::data_type::f32, memory::format_tag::any);
+    try {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct, src, wd, dst, {1, 1},
+                                        {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc pd(d, dnnl_engine());
+      const auto& blk = pd.src_desc().data.format_desc.blocking;
+      if (pd.src_desc().data.format_kind != dnnl_blocked || blk.inner_nblks != 1 ||
+          blk.inner_idxs[0] != 1)
+        return 0;
+      const int64_t b = blk.inner_blks[0];
+      return b == 8 || b == 16 ? static_cast<int>(b) : 0;
+    } catch (const dnnl::error&) {
+      return 0;
+    }
+  }();
+  return block;
+}
+
+const ConvLayoutChoice& dnnl_measured_conv_layout() {
+  static const ConvLayoutChoice choice = [] {
+    ConvLayoutChoice c;
+    c.preferred_block = dnnl_preferred_conv_block();
+    if (c.preferred_block == 0) return c;
+    const int64_t B = c.preferred_block, C = 64, H = 28;
+    auto filled = [](const Shape& sizes, const Shape& strides, float scale) {
+      Tensor t = empty_strided(sizes, strides, DType::f32);
+      float* p = static_cast<float*>(t.raw_data());
+      for (int64_t i = 0; i < t.numel(); ++i)
+        p[i] = scale * static_cast<float>((i * 7919) % 201 - 100) / 100.0f;
+      return t;
+    };
+    const Shape x4 = to_shape({1, C, H, H});
+    const Shape cl = to_shape({H * H * C, 1, H * C, C});  // channels-last strides
+    const Shape xb = to_shape({1, C / B, H, H, B});
+    Tensor x = filled(x4, cl, 1.0f), y = filled(x4, cl, 0.0f);
+    Tensor xblk = filled(xb, contiguous_strides(xb), 1.0f),
+           yblk = filled(xb, contiguous_strides(xb), 0.0f);
+    Tensor w = filled(to_shape({C, C, 3, 3}), contiguous_strides(to_shape({C, C, 3, 3})), 0.05f);
+    Tensor b = filled(to_shape({C}), to_shape({1}), 0.1f);
+    Conv2dParams p;
+    p.padding[0] = p.padding[1] = 1;
+    ConvPostOps post;
+    post.act = ConvPostOps::Act::relu;
+    auto time_one = [](const std::function<void()>& f) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    auto run_cl = [&] { conv2d_forward(x, w, b, p, y, post); };
+    auto run_blk = [&] { conv2d_forward_blocked(xblk, w, b, p, yblk, post); };
+    for (int i = 0; i < 3; ++i) run_cl(), run_blk();  // primitives created, weights reordered
+    c.channels_last_s = c.blocked_s = 1e30;
+    for (int i = 0; i < 9; ++i) {
+      c.channels_last_s = std::min(c.channels_last_s, time_one(run_cl));
+      c.blocked_s = std::min(c.blocked_s, time_one(run_blk));
+    }
+    // Blocked regions pay reorders at their edges: take them only for a clear win.
+    c.block = c.blocked_s < 0.95 * c.channels_last_s ? c.preferred_block : 0;
+    return c;
+  }();
+  return choice;
 }
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,

@@ -24,11 +24,28 @@ using ConvPostOps = PostOps;
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
                     const Tensor& out, const ConvPostOps& post = {});
 
-// The same on oneDNN's 8-channel blocked layout (nChw8c), for f32 only: x is [N, C/8, H, W, 8]
-// and out [N, O/8, OH, OW, 8], both contiguous (C and O multiples of 8); w and bias as above.
-// With post.sum, out holds the residual (in the same layout) on entry.
-void conv2d_forward_blocked8(const Tensor& x, const Tensor& w, const Tensor& bias,
-                             const Conv2dParams& p, const Tensor& out,
-                             const ConvPostOps& post = {});
+// The same on oneDNN's channel-blocked layouts (nChw8c / nChw16c), for f32 only: x is
+// [N, C/B, H, W, B] and out [N, O/B, OH, OW, B], both contiguous, with the same block B (8 or 16;
+// C and O multiples of it); w and bias as above. With post.sum, out holds the residual (in the same
+// layout) on entry.
+void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias,
+                            const Conv2dParams& p, const Tensor& out, const ConvPostOps& post = {});
+
+// The channel block oneDNN's f32 convolution prefers for its activations on this machine (asked
+// once per process from a primitive created with format_tag::any): 16 where it runs AVX-512
+// kernels, 8 on AVX2, 0 when it wants no blocked layout.
+int dnnl_preferred_conv_block();
+
+// What a blocked layout is worth on this machine, measured once per process (about 20-40 ms): a
+// 3x3 64 -> 64 convolution at 28x28, batch 1, with relu, timed on channels-last activations and
+// on the preferred block (best of several alternating runs each). On AVX2 machines nChw8c has been
+// the faster one; on AVX-512 ones (Zen 4) channels-last beat nChw16c.
+struct ConvLayoutChoice {
+  int preferred_block = 0;     // dnnl_preferred_conv_block()
+  double channels_last_s = 0;  // best time of one convolution, channels-last
+  double blocked_s = 0;        // the same on the preferred block (0 if none)
+  int block = 0;               // the block to use: preferred_block if measurably faster, else 0
+};
+const ConvLayoutChoice& dnnl_measured_conv_layout();
 
 }  // namespace lathe::detail

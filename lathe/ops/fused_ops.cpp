@@ -281,29 +281,35 @@ EagerKernel allocating(OutKernel out_kernel) {
   };
 }
 
-// ---- oneDNN's 8-channel blocked layout (nChw8c), which the cpu backend's plan_layouts pass
-// keeps between convolutions: a value in it is a contiguous [N, C/8, H, W, 8] tensor ----
+// ---- oneDNN's channel-blocked layouts (nChw8c / nChw16c), which the cpu backend's plan_layouts
+// pass keeps between convolutions: a value in one is a contiguous [N, C/B, H, W, B] tensor, the
+// block B (8 or 16) its last size ----
 
-// x as [N, C/8, H, W, 8] (a strided view: channel c is block c / 8, lane c % 8). Static sizes.
-Tensor split_channels(const Tensor& x) {
+// x as [N, C/B, H, W, B] (a strided view: channel c is block c / B, lane c % B). Static sizes.
+Tensor split_channels(const Tensor& x, int64_t block) {
   auto z = x.shape();
   auto st = x.int_strides();
-  return x.as_strided(to_shape({z[0], z[1] / 8, z[2], z[3], 8}),
-                      to_shape({st[0], st[1] * 8, st[2], st[3], st[1]}), x.storage_offset());
+  return x.as_strided(to_shape({z[0], z[1] / block, z[2], z[3], block}),
+                      to_shape({st[0], st[1] * block, st[2], st[3], st[1]}), x.storage_offset());
 }
 
-void check_blocked(const Tensor& t, const char* op, const char* what) {
-  LATHE_CHECK(t.dim() == 5 && t.dtype() == DType::f32 && t.sizes()[4].maybe_int() == 8, "[", op,
-              "] ", what, " must be f32 [N, C/8, H, W, 8], got ", t.shape_string());
+// The block of a blocked value (its last size), checked.
+int64_t check_blocked(const Tensor& t, const char* op, const char* what) {
+  const std::optional<int64_t> b = t.dim() == 5 ? t.sizes()[4].maybe_int() : std::nullopt;
+  LATHE_CHECK(t.dtype() == DType::f32 && (b == 8 || b == 16), "[", op, "] ", what,
+              " must be f32 [N, C/B, H, W, B] with a block B of 8 or 16, got ", t.shape_string());
+  return *b;
 }
 
-std::vector<TensorMeta> to_blocked8_rule(TensorList in, const Attrs&) {
+std::vector<TensorMeta> to_blocked_rule(TensorList in, const Attrs& a) {
   const Tensor& x = in[0];
-  LATHE_CHECK(x.dim() == 4 && x.dtype() == DType::f32 && x.sizes()[1].expect_int() % 8 == 0,
-              "[to_blocked8] takes f32 [N, C, H, W] with C a multiple of 8, got ",
-              x.shape_string());
+  const int64_t block = a.get_int("block");
+  LATHE_CHECK(block == 8 || block == 16, "[to_blocked] block must be 8 or 16, got ", block);
+  LATHE_CHECK(x.dim() == 4 && x.dtype() == DType::f32 && x.sizes()[1].expect_int() % block == 0,
+              "[to_blocked] takes f32 [N, C, H, W] with C a multiple of the block ", block,
+              ", got ", x.shape_string());
   auto z = x.shape();
-  Shape sizes = to_shape({z[0], z[1] / 8, z[2], z[3], 8});
+  Shape sizes = to_shape({z[0], z[1] / block, z[2], z[3], block});
   TensorMeta m;
   m.strides = contiguous_strides(sizes);
   m.sizes = std::move(sizes);
@@ -312,18 +318,18 @@ std::vector<TensorMeta> to_blocked8_rule(TensorList in, const Attrs&) {
   return {m};
 }
 
-std::vector<Tensor> to_blocked8_kernel(TensorList in, const Attrs&,
-                                       const std::vector<TensorMeta>& m) {
+std::vector<Tensor> to_blocked_kernel(TensorList in, const Attrs& a,
+                                      const std::vector<TensorMeta>& m) {
   Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
-  kernels::copy(out, split_channels(in[0]));
+  kernels::copy(out, split_channels(in[0], a.get_int("block")));
   return {out};
 }
 
-std::vector<TensorMeta> from_blocked8_rule(TensorList in, const Attrs&) {
-  check_blocked(in[0], "from_blocked8", "the input");
+std::vector<TensorMeta> from_blocked_rule(TensorList in, const Attrs&) {
+  const int64_t block = check_blocked(in[0], "from_blocked", "the input");
   const Tensor& x = in[0];
   auto z = x.shape();
-  Shape sizes = to_shape({z[0], z[1] * 8, z[2], z[3]});
+  Shape sizes = to_shape({z[0], z[1] * block, z[2], z[3]});
   TensorMeta m;
   m.strides = channels_last_strides(sizes);
   m.sizes = std::move(sizes);
@@ -332,35 +338,37 @@ std::vector<TensorMeta> from_blocked8_rule(TensorList in, const Attrs&) {
   return {m};
 }
 
-std::vector<Tensor> from_blocked8_kernel(TensorList in, const Attrs&,
-                                         const std::vector<TensorMeta>& m) {
+std::vector<Tensor> from_blocked_kernel(TensorList in, const Attrs&,
+                                        const std::vector<TensorMeta>& m) {
   Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
-  kernels::copy(split_channels(out), in[0]);
+  kernels::copy(split_channels(out, in[0].sizes()[4].expect_int()), in[0]);
   return {out};
 }
 
-// conv2d_blocked8(x, weight, bias, residual): conv2d_fused without batch norm on blocked values.
+// conv2d_blocked(x, weight, bias, residual): conv2d_fused without batch norm on blocked values
+// (the output has the input's block).
 enum BlockedInput { kBx, kBweight, kBbias, kBresidual, kBlockedInputs };
 
-std::vector<TensorMeta> conv2d_blocked8_rule(TensorList in, const Attrs& a) {
-  LATHE_CHECK(in.size() == kBlockedInputs, "[conv2d_blocked8] takes ", int(kBlockedInputs),
+std::vector<TensorMeta> conv2d_blocked_rule(TensorList in, const Attrs& a) {
+  LATHE_CHECK(in.size() == kBlockedInputs, "[conv2d_blocked] takes ", int(kBlockedInputs),
               " inputs, got ", in.size());
-  check_blocked(in[kBx], "conv2d_blocked8", "x");
+  const int64_t block = check_blocked(in[kBx], "conv2d_blocked", "x");
   const Tensor& x = in[kBx];
   const Tensor& w = in[kBweight];
-  LATHE_CHECK(w.dim() == 4 && w.sizes()[0].expect_int() % 8 == 0,
-              "[conv2d_blocked8] weight must be [O, C/groups, KH, KW] with O a multiple of 8, got ",
-              w.shape_string());
+  LATHE_CHECK(w.dim() == 4 && w.sizes()[0].expect_int() % block == 0,
+              "[conv2d_blocked] weight must be [O, C/groups, KH, KW] with O a multiple of the "
+              "block ",
+              block, ", got ", w.shape_string());
   auto z = x.shape();
-  Tensor x4 = empty_strided(to_shape({z[0], z[1] * 8, z[2], z[3]}), to_shape({0, 0, 0, 0}),
+  Tensor x4 = empty_strided(to_shape({z[0], z[1] * block, z[2], z[3]}), to_shape({0, 0, 0, 0}),
                             x.dtype());  // sizes only, for conv2d's rule
   std::vector<Tensor> conv_in{x4, w, in[kBbias]};
   std::vector<TensorMeta> m = LATHE_OP("conv2d").shape(conv_in, a);
   auto os = to_ints(m[0].sizes);
-  Shape sizes = to_shape({os[0], os[1] / 8, os[2], os[3], 8});
+  Shape sizes = to_shape({os[0], os[1] / block, os[2], os[3], block});
   const Tensor& r = in[kBresidual];
   if (r.defined())
-    LATHE_CHECK(r.sizes() == sizes && r.dtype() == x.dtype(), "[conv2d_blocked8] residual ",
+    LATHE_CHECK(r.sizes() == sizes && r.dtype() == x.dtype(), "[conv2d_blocked] residual ",
                 r.shape_string(), " must have the output's blocked shape");
   post_ops(a, false);
   m[0].strides = contiguous_strides(sizes);
@@ -371,13 +379,13 @@ std::vector<TensorMeta> conv2d_blocked8_rule(TensorList in, const Attrs& a) {
 
 // Writes into outs[0], which may be a slice of a larger buffer (the planned executor places a
 // concat's inputs in their slices of its output) as long as it is contiguous.
-void conv2d_blocked8_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
-                                TensorList outs) {
+void conv2d_blocked_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                               TensorList outs) {
   const Tensor& out = outs[0];
   const bool residual = in[kBresidual].defined();
   if (residual) kernels::copy(out, in[kBresidual]);
-  detail::conv2d_forward_blocked8(in[kBx].contiguous(), in[kBweight], in[kBbias],
-                                  detail::conv_params(a), out, post_ops(a, residual));
+  detail::conv2d_forward_blocked(in[kBx].contiguous(), in[kBweight], in[kBbias],
+                                 detail::conv_params(a), out, post_ops(a, residual));
 }
 
 }  // namespace
@@ -395,18 +403,18 @@ void register_fused_ops(OpRegistry& r) {
     return parsed;
   };
   r.add(std::move(linear));
-  r.add(define_op("to_blocked8", 1, to_blocked8_rule, to_blocked8_kernel, OpCategory::copy, {}));
-  r.add(define_op("from_blocked8", 1, from_blocked8_rule, from_blocked8_kernel, OpCategory::copy,
-                  {}));
+  r.add(define_op("to_blocked", 1, to_blocked_rule, to_blocked_kernel, OpCategory::copy,
+                  {required("block", T::integer)}));
+  r.add(define_op("from_blocked", 1, from_blocked_rule, from_blocked_kernel, OpCategory::copy, {}));
   {
     std::vector<AttrSpec> attrs = conv2d_attrs();
     attrs.insert(attrs.end(), {required("act", T::string), required("act_min", T::real),
                                required("act_max", T::real), required("act2", T::string),
                                required("act2_min", T::real), required("act2_max", T::real)});
     OpDef blocked =
-        define_op("conv2d_blocked8", kBlockedInputs, conv2d_blocked8_rule,
-                  allocating(conv2d_blocked8_out_kernel), OpCategory::fused, std::move(attrs));
-    blocked.out_kernel = conv2d_blocked8_out_kernel;
+        define_op("conv2d_blocked", kBlockedInputs, conv2d_blocked_rule,
+                  allocating(conv2d_blocked_out_kernel), OpCategory::fused, std::move(attrs));
+    blocked.out_kernel = conv2d_blocked_out_kernel;
     r.add(std::move(blocked));
   }
   std::vector<AttrSpec> conv_attrs = conv2d_attrs();

@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "lathe/backend/backend.h"
 #include "lathe/backend/cpu/concat_blocked.h"
@@ -76,15 +80,17 @@ struct Built {
 
 // Two Fire modules: squeeze -> (expand 1x1, expand 3x3) -> cat; the first concat feeds the next
 // squeeze (blocked all the way), the second a max pool (read channels-last).
-Built fire_graph(int64_t batch) {
+Built fire_graph(int64_t batch, int64_t k = 1) {  // k scales every channel count
   Built b;
-  ir::Value* x = b.input(rnd({batch, 16, 9, 9}, 1).to_channels_last(), false);
-  ir::Value* s1 = b.conv_relu(x, 16, 8, 1, 2);
-  ir::Value* c1 = b.node("cat", {b.conv_relu(s1, 8, 16, 1, 3), b.conv_relu(s1, 8, 16, 3, 4)},
-                         Attrs{{"dim", int64_t{1}}});
-  ir::Value* s2 = b.conv_relu(c1, 32, 8, 1, 5);
-  ir::Value* c2 = b.node("cat", {b.conv_relu(s2, 8, 8, 1, 6), b.conv_relu(s2, 8, 24, 3, 7)},
-                         Attrs{{"dim", int64_t{1}}});
+  ir::Value* x = b.input(rnd({batch, 16 * k, 9, 9}, 1).to_channels_last(), false);
+  ir::Value* s1 = b.conv_relu(x, 16 * k, 8 * k, 1, 2);
+  ir::Value* c1 =
+      b.node("cat", {b.conv_relu(s1, 8 * k, 16 * k, 1, 3), b.conv_relu(s1, 8 * k, 16 * k, 3, 4)},
+             Attrs{{"dim", int64_t{1}}});
+  ir::Value* s2 = b.conv_relu(c1, 32 * k, 8 * k, 1, 5);
+  ir::Value* c2 =
+      b.node("cat", {b.conv_relu(s2, 8 * k, 8 * k, 1, 6), b.conv_relu(s2, 8 * k, 24 * k, 3, 7)},
+             Attrs{{"dim", int64_t{1}}});
   ir::Value* p = b.node("max_pool2d", {c2},
                         Attrs{{"kernel", Shape{3, 3}},
                               {"stride", Shape{2, 2}},
@@ -96,6 +102,24 @@ Built fire_graph(int64_t batch) {
   return b;
 }
 
+// Sets LATHE_CPU_BLOCK (plan_layouts' block) for one scope.
+class ScopedBlock {
+ public:
+  explicit ScopedBlock(int block) {
+    if (const char* e = std::getenv("LATHE_CPU_BLOCK")) old_ = e;
+    setenv("LATHE_CPU_BLOCK", std::to_string(block).c_str(), 1);
+  }
+  ~ScopedBlock() {
+    if (old_)
+      setenv("LATHE_CPU_BLOCK", old_->c_str(), 1);
+    else
+      unsetenv("LATHE_CPU_BLOCK");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
 int count(const ir::Graph& g, const std::string& op) {
   int n = 0;
   for (const ir::Node* node : g.nodes()) n += node->op().name == op;
@@ -103,23 +127,25 @@ int count(const ir::Graph& g, const std::string& op) {
 }
 
 TEST(ConcatBlocked, FireModulesConcatenateBlockedValuesAndWriteIntoTheSlices) {
-  for (int64_t batch : {1, 2}) {
-    Built b = fire_graph(batch);
+  for (auto [block, batch] : {std::pair{8, 1}, {8, 2}, {16, 1}, {16, 2}}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    ScopedBlock scoped(block);
+    Built b = fire_graph(batch, block / 8);
     backend::cpu::GraphConstants constants = b.constants;
     auto without = backend::cpu::run_passes(*b.g, constants, {"concat_blocked"});
-    EXPECT_EQ(count(*without, "from_blocked8"), 4);  // two into each concat
+    EXPECT_EQ(count(*without, "from_blocked"), 4);  // two into each concat
     constants = b.constants;
     auto g = backend::cpu::run_passes(*b.g, constants);
-    EXPECT_EQ(count(*g, "conv2d_blocked8"), 6);
+    EXPECT_EQ(count(*g, "conv2d_blocked"), 6);
     EXPECT_EQ(count(*g, "cat"), 2);
     for (const ir::Node* n : g->nodes()) {
       if (n->op().name != "cat") continue;
       for (const ir::Value* v : n->inputs()) {
-        EXPECT_EQ(v->producer()->op().name, "conv2d_blocked8");
+        EXPECT_EQ(v->producer()->op().name, "conv2d_blocked");
       }
     }
-    EXPECT_EQ(count(*g, "from_blocked8"), 1);  // before the pool only
-    EXPECT_EQ(count(*g, "to_blocked8"), 1);    // the graph input only
+    EXPECT_EQ(count(*g, "from_blocked"), 1);  // before the pool only
+    EXPECT_EQ(count(*g, "to_blocked"), 1);    // the graph input only
 
     auto want = backend::create_backend("interpreter")->compile(*b.g)->run(b.inputs, {});
     std::vector<Tensor> in = b.inputs;

@@ -856,12 +856,12 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
        "a fusion of the cpu backend (matmul + scale + mask add + softmax + matmul, what "
        "scaled_dot_product_attention composes) with no single PyTorch op; "
        "tests/backend/test_attention.cpp checks it against those ops, each with oracle cases"},
-      {"to_blocked8",
-       "a layout change of the cpu backend (oneDNN's nChw8c) with no PyTorch op; "
+      {"to_blocked",
+       "a layout change of the cpu backend (oneDNN's nChw8c / nChw16c) with no PyTorch op; "
        "tests/backend/test_plan_layouts.cpp runs graphs with it against eager"},
-      {"from_blocked8", "the inverse of to_blocked8; tests/backend/test_plan_layouts.cpp"},
-      {"conv2d_blocked8",
-       "conv2d_fused on oneDNN's nChw8c layout (cpu backend's plan_layouts); "
+      {"from_blocked", "the inverse of to_blocked; tests/backend/test_plan_layouts.cpp"},
+      {"conv2d_blocked",
+       "conv2d_fused on oneDNN's blocked layouts (cpu backend's plan_layouts); "
        "tests/backend/test_plan_layouts.cpp checks it against conv2d_fused"},
   };
   // The gradient ops that vjp rules call (lathe/ops/backward_ops.h) are PyTorch's gradients,

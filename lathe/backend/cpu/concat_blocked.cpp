@@ -1,5 +1,6 @@
 #include "lathe/backend/cpu/concat_blocked.h"
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -29,9 +30,14 @@ bool matches(const ir::Node* cat) {
   if (t.sizes.size() != 4 || t.dtype != DType::f32) return false;
   const int64_t d = cat->attrs().get_int("dim");
   if (d != 1 && d != -3) return false;
-  for (const ir::Value* v : cat->inputs())
-    if (!v || !v->producer() || !is_op(v->producer(), "from_blocked8")) return false;
-  // A user reading the concat channels-last gets from_blocked8's layout: it must be the same.
+  std::optional<int64_t> block;
+  for (const ir::Value* v : cat->inputs()) {
+    if (!v || !v->producer() || !is_op(v->producer(), "from_blocked")) return false;
+    const auto b = v->producer()->inputs()[0]->type().sizes[4].maybe_int();
+    if (!b || (block && *b != *block)) return false;  // one block for every input
+    block = b;
+  }
+  // A user reading the concat channels-last gets from_blocked's layout: it must be the same.
   if (!t.strides.empty() && !same_sizes(t.strides, channels_last_strides(t.sizes))) return false;
   return true;
 }
@@ -44,13 +50,15 @@ std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats
   for (const ir::Node* n : g.nodes())
     if (matches(n)) cats.insert(n);
   const OpDef& cat_op = LATHE_OP("cat");
-  const OpDef& from_op = LATHE_OP("from_blocked8");
+  const OpDef& from_op = LATHE_OP("from_blocked");
   ConcatBlockedStats s;
   std::unordered_map<const ir::Value*, ir::Value*> blocked_of;  // old concat -> blocked concat
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
-    if (is_op(&n, "to_blocked8")) {
+    if (is_op(&n, "to_blocked")) {
       auto it = blocked_of.find(n.inputs()[0]);
-      if (it == blocked_of.end()) return false;
+      if (it == blocked_of.end() ||
+          it->second->type().sizes[4].maybe_int() != n.attrs().get_int("block"))
+        return false;
       copy.map[n.output()] = it->second;  // already blocked: the reorder goes
       ++s.reorders_removed;
       return true;
@@ -62,7 +70,7 @@ std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats
     ir::Node* bc = copy.graph->add_node(cat_op, in, attrs, {rule_type(cat_op, in, attrs)});
     blocked_of[n.output()] = bc->output();
     bool channels_last_user = outs.count(n.output()) != 0;
-    for (const ir::Node* u : n.output()->users()) channels_last_user |= !is_op(u, "to_blocked8");
+    for (const ir::Node* u : n.output()->users()) channels_last_user |= !is_op(u, "to_blocked");
     if (channels_last_user) {
       ir::ValueType t = rule_type(from_op, {bc->output()}, Attrs{});
       if (n.output()->type().strides.empty()) t.strides = {};

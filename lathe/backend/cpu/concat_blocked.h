@@ -1,19 +1,19 @@
-// Pass concat_blocked: a channel concat of values that plan_layouts reorders out of the 8-channel
-// blocked layout (squeezenet's Fire modules: two convolutions, each reordered to channels-last,
-// concatenated, reordered back for the next convolution) becomes a concat of the blocked values
-// themselves. Blocked [N, C/8, H, W, 8] values with channel counts that are multiples of 8
-// concatenate along dim 1 into the blocked form of the channel concat, so
+// Pass concat_blocked: a channel concat of values that plan_layouts reorders out of a
+// channel-blocked layout (squeezenet's Fire modules: two convolutions, each reordered to
+// channels-last, concatenated, reordered back for the next convolution) becomes a concat of the
+// blocked values themselves. Blocked [N, C/B, H, W, B] values of one block B concatenate along
+// dim 1 into the blocked form of the channel concat, so
 //
-//   cat(from_blocked8(a), from_blocked8(b), dim=1) -> to_blocked8     (two reorders, a copy, a
+//   cat(from_blocked(a), from_blocked(b), dim=1) -> to_blocked         (two reorders, a copy, a
 //                                                                       reorder)
 //   ->  cat(a, b, dim=1)                                               (one copy, which the
 //                                                                       planned executor drops
 //                                                                       when a and b can be
 //                                                                       written into its slices)
 //
-// A user of the concat that is not to_blocked8 (a pooling, a graph output) reads one
-// from_blocked8 of the blocked concat instead. Only when every input is a from_blocked8 and the
-// concat is channels-last (what from_blocked8 gives back).
+// A user of the concat that is not a to_blocked of the same block (a pooling, a graph output)
+// reads one from_blocked of the blocked concat instead. Only when every input is a from_blocked
+// of one block and the concat is channels-last (what from_blocked gives back).
 #pragma once
 
 #include <memory>
@@ -24,7 +24,7 @@ namespace lathe::backend::cpu {
 
 struct ConcatBlockedStats {
   int concats = 0;           // concats moved onto blocked values
-  int reorders_removed = 0;  // from_blocked8 / to_blocked8 nodes no longer on the path
+  int reorders_removed = 0;  // from_blocked / to_blocked nodes no longer on the path
 };
 
 std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats* stats = nullptr);

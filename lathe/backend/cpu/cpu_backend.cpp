@@ -134,8 +134,9 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
     } else if (name == "plan_layouts") {
       PlanLayoutsStats s;
       cur = plan_layouts(*cur, &s);
-      summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout, ",
-                                   s.to_blocked, " reorders in, ", s.from_blocked, " reorders out");
+      summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout (block ",
+                                   s.block, "), ", s.to_blocked, " reorders in, ", s.from_blocked,
+                                   " reorders out");
     } else if (name == "concat_blocked") {
       ConcatBlockedStats s;
       cur = concat_blocked(*cur, &s);

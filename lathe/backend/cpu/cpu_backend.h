@@ -15,9 +15,10 @@
 //               with an online softmax)
 //   merge_linear  linears reading one input with frozen weights (bert's Q, K, V) -> one linear
 //               over the concatenated weights, each output a slice of it (merge_linear.h)
-//   plan_layouts  chains of conv2d_fused keep activations in oneDNN's blocked layout (nChw8c),
+//   plan_layouts  chains of conv2d_fused keep activations in oneDNN's blocked layout (nChw16c /
+//   8c),
 //               reordered only where a region starts or ends (plan_layouts.h)
-//   concat_blocked  cat(from_blocked8(a), from_blocked8(b), dim=1) -> cat(a, b) on the blocked
+//   concat_blocked  cat(from_blocked(a), from_blocked(b), dim=1) -> cat(a, b) on the blocked
 //               values, no reorders around it (concat_blocked.h)
 //   dce         drops what the rewrites left unused
 //

@@ -1,10 +1,13 @@
 #include "lathe/backend/cpu/plan_layouts.h"
 
+#include <cstdlib>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "lathe/backend/cpu/match.h"
 #include "lathe/backend/cpu/rewrite.h"
+#include "lathe/kernels/dnnl_conv.h"
 #include "lathe/ops/register.h"
 
 namespace lathe::backend::cpu {
@@ -28,7 +31,7 @@ const ir::Value* residual_of(const ir::Node* n) {
   return is_op(n, "conv2d_fused") ? n->inputs()[kResidual] : nullptr;
 }
 
-bool is_candidate(const ir::Node* n) {
+bool is_candidate(const ir::Node* n, int64_t B) {
   if (!is_op(n, "conv2d_fused") && !is_op(n, "conv2d")) return false;
   const auto& in = n->inputs();
   if (is_op(n, "conv2d_fused") && (in[kMean] || in[kVar] || in[kGamma] || in[kBeta])) return false;
@@ -39,20 +42,33 @@ bool is_candidate(const ir::Node* n) {
     return false;
   const int64_t C = *static_size(x, 1), O = *static_size(w, 0);
   const int64_t groups = n->attrs().get_int("groups");
-  if (C % 8 != 0 || O % 8 != 0) return false;
-  // from_blocked8 gives back channels-last values: the value it stands for must be one.
+  if (C % B != 0 || O % B != 0) return false;
+  // from_blocked gives back channels-last values: the value it stands for must be one.
   const ir::ValueType& yt = n->output()->type();
   if (yt.strides.empty() || !same_sizes(yt.strides, channels_last_strides(yt.sizes))) return false;
   return groups == 1 || (groups == C && groups == O) ||
-         ((C / groups) % 8 == 0 && (O / groups) % 8 == 0);
+         ((C / groups) % B == 0 && (O / groups) % B == 0);
 }
 
 }  // namespace
 
-std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats) {
+int plan_layouts_block() {
+  if (const char* e = std::getenv("LATHE_CPU_BLOCK")) {
+    const std::string v = e;
+    LATHE_CHECK(v == "0" || v == "8" || v == "16",
+                "[plan_layouts] LATHE_CPU_BLOCK must be 0, 8 or 16, got '", v, "'");
+    return std::stoi(v);
+  }
+  return lathe::detail::dnnl_measured_conv_layout().block;
+}
+
+std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats, int block) {
+  LATHE_CHECK(block == 0 || block == 8 || block == 16,
+              "[plan_layouts] the block must be 0, 8 or 16, got ", block);
+  const int64_t B = block;
   std::unordered_set<const ir::Node*> candidates;
   for (const ir::Node* n : g.nodes())
-    if (is_candidate(n)) candidates.insert(n);
+    if (B != 0 && is_candidate(n, B)) candidates.insert(n);
   std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
   std::unordered_set<const ir::Value*> blocked;  // values kept in the blocked layout
   for (const ir::Node* n : candidates) {
@@ -71,15 +87,16 @@ std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* st
   };
 
   PlanLayoutsStats s;
-  const OpDef& conv_op = LATHE_OP("conv2d_blocked8");
-  const OpDef& to_op = LATHE_OP("to_blocked8");
-  const OpDef& from_op = LATHE_OP("from_blocked8");
+  s.block = block;
+  const OpDef& conv_op = LATHE_OP("conv2d_blocked");
+  const OpDef& to_op = LATHE_OP("to_blocked");
+  const OpDef& from_op = LATHE_OP("from_blocked");
   std::unordered_map<const ir::Value*, ir::Value*> as_blocked;  // old value -> new blocked one
-  auto blocked_type = [](const ir::ValueType& t) {
+  auto blocked_type = [B](const ir::ValueType& t) {
     ir::ValueType b = t;
     const Shape& z = t.sizes;
     b.sizes = to_shape(
-        {*z[0].maybe_int(), *z[1].maybe_int() / 8, *z[2].maybe_int(), *z[3].maybe_int(), 8});
+        {*z[0].maybe_int(), *z[1].maybe_int() / B, *z[2].maybe_int(), *z[3].maybe_int(), B});
     b.strides = contiguous_strides(b.sizes);
     return b;
   };
@@ -90,7 +107,8 @@ std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* st
       auto it = as_blocked.find(v);
       if (it != as_blocked.end()) return it->second;
       ir::Value* b =
-          copy.graph->add_node(to_op, {copy[v]}, Attrs{}, {blocked_type(v->type())})->output();
+          copy.graph->add_node(to_op, {copy[v]}, Attrs{}.set("block", B), {blocked_type(v->type())})
+              ->output();
       ++s.to_blocked;
       as_blocked.emplace(v, b);  // shared by every converted reader
       return b;

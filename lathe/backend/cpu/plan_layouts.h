@@ -1,15 +1,22 @@
-// Pass plan_layouts: chains of convolutions keep their activations in oneDNN's 8-channel blocked
-// layout (nChw8c, the layout oneDNN's AVX2 kernels are written for) instead of channels-last,
-// with reorders only where a region starts or ends:
+// Pass plan_layouts: chains of convolutions keep their activations in one of oneDNN's
+// channel-blocked layouts (nChw16c, what its AVX-512 kernels are written for, or nChw8c, the AVX2
+// one) instead of channels-last, with reorders only where a region starts or ends:
 //
-//   conv2d_fused (no batch norm left: folded at compile time)  ->  conv2d_blocked8
-//   a blocked value read outside the region                      ->  from_blocked8 after it
-//   a channels-last value read inside the region                 ->  to_blocked8 before it
+//   conv2d_fused (no batch norm left: folded at compile time)  ->  conv2d_blocked
+//   a blocked value read outside the region                      ->  from_blocked after it
+//   a channels-last value read inside the region                 ->  to_blocked(block) before it
+//
+// The block B is chosen by measurement on the running machine (`plan_layouts_block`): the block
+// oneDNN's convolution picks for itself (16 with AVX-512, 8 with AVX2) when a probe convolution
+// runs measurably faster on it than on channels-last, else none, and then the pass does nothing
+// (lathe/kernels/dnnl_conv.h, dnnl_measured_conv_layout). LATHE_CPU_BLOCK=0|8|16 overrides it.
+// Measured: nChw8c beat channels-last on an AVX2 Zen 3; on an AVX-512 Zen 4 channels-last beat
+// both nChw16c and nChw8c (docs/benchmarks.md), so the choice matters.
 //
 // A value stays blocked when it is made by a candidate convolution, is no graph output, and every
 // user is a candidate convolution (reading it as its input or its residual). Candidates: f32,
-// static sizes, no batch-norm inputs, channels and output channels multiples of 8, and either
-// dense, depthwise, or with a multiple of 8 channels per group (other grouped convolutions have
+// static sizes, no batch-norm inputs, channels and output channels multiples of B, and either
+// dense, depthwise, or with a multiple of B channels per group (other grouped convolutions have
 // no blocked kernel). A candidate is converted only when it touches a blocked value, so a lone
 // convolution pays no reorders. Off with LATHE_DISABLE_PASSES=plan_layouts.
 #pragma once
@@ -21,11 +28,18 @@
 namespace lathe::backend::cpu {
 
 struct PlanLayoutsStats {
+  int block = 0;          // the channel block used (0: none, the graph is unchanged)
   int blocked_convs = 0;  // convolutions converted
   int to_blocked = 0;     // reorders into the blocked layout
   int from_blocked = 0;   // reorders out of it
 };
 
-std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats = nullptr);
+// The block the pass uses by default: LATHE_CPU_BLOCK when set (8 or 16, or 0 for none), else
+// the measured choice for this machine (0 when channels-last is as fast).
+int plan_layouts_block();
+
+// `block` 0 leaves the graph as it is.
+std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats = nullptr,
+                                        int block = plan_layouts_block());
 
 }  // namespace lathe::backend::cpu
