@@ -33,10 +33,26 @@ std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::
   memory::desc bias_md = with_bias
                              ? memory::desc({sz[0]}, memory::data_type::f32, memory::format_tag::a)
                              : memory::desc();
-  dnnl::convolution_forward::desc d(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, wany, bias_md,
-      dst, {p.stride[0], p.stride[1]}, {p.dilation[0] - 1, p.dilation[1] - 1},
-      {p.padding[0], p.padding[1]}, {p.padding[0], p.padding[1]});
+  auto desc = [&](dnnl::algorithm alg) {
+    return dnnl::convolution_forward::desc(
+        dnnl::prop_kind::forward_inference, alg, src, wany, bias_md, dst,
+        {p.stride[0], p.stride[1]}, {p.dilation[0] - 1, p.dilation[1] - 1},
+        {p.padding[0], p.padding[1]}, {p.padding[0], p.padding[1]});
+  };
+  if (p.winograd) {
+    // No Winograd kernel for this shape, layout or machine: the direct one below.
+    try {
+      dnnl::convolution_forward::primitive_desc pd(desc(dnnl::algorithm::convolution_winograd),
+                                                   dnnl_post_ops_attr(post), dnnl_engine());
+      auto r = std::make_shared<DnnlPrimitive>();
+      r->pd = pd;
+      r->prim = dnnl::convolution_forward(pd);
+      r->impl = pd.impl_info_str();
+      return r;
+    } catch (const dnnl::error&) {
+    }
+  }
+  dnnl::convolution_forward::desc d = desc(dnnl::algorithm::convolution_direct);
   try {
     dnnl::convolution_forward::primitive_desc pd(d, dnnl_post_ops_attr(post), dnnl_engine());
     auto r = std::make_shared<DnnlPrimitive>();
@@ -209,6 +225,7 @@ void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias
   Tensor b = bias.defined() ? to_contiguous(bias) : bias;
   DnnlKey key;
   key.add(3).add(block).add(src_dims).add(dst_dims).add(wc.shape()).add(p.groups);
+  key.add(p.winograd ? 1 : 0);
   key.add(b.defined() ? 1 : 0);
   for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
   dnnl_add_post_ops_key(key, post);
@@ -291,6 +308,62 @@ const ConvLayoutChoice& dnnl_measured_conv_layout() {
     }
     // Blocked regions pay reorders at their edges: take them only for a clear win.
     c.block = c.blocked_s < 0.95 * c.channels_last_s ? c.preferred_block : 0;
+    return c;
+  }();
+  return choice;
+}
+
+bool winograd_eligible(int64_t channels, int64_t out_channels, int64_t kh, int64_t kw,
+                       const Conv2dParams& p) {
+  return kh == 3 && kw == 3 && p.stride[0] == 1 && p.stride[1] == 1 && p.dilation[0] == 1 &&
+         p.dilation[1] == 1 && p.groups == 1 && channels % 16 == 0 && out_channels % 16 == 0;
+}
+
+const WinogradChoice& dnnl_measured_winograd() {
+  static const WinogradChoice choice = [] {
+    WinogradChoice c;
+    const int64_t B = 16, C = 128, H = 28;
+    const memory::desc md({1, C, H, H}, memory::data_type::f32, memory::format_tag::nChw16c);
+    const memory::desc wd({C, C, 3, 3}, memory::data_type::f32, memory::format_tag::any);
+    try {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_winograd, md, wd, md, {1, 1},
+                                        {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc pd(d, dnnl_engine());
+    } catch (const dnnl::error&) {
+      return c;  // no Winograd kernel on this machine
+    }
+    c.available = true;
+    const Shape xb = to_shape({1, C / B, H, H, B});
+    auto filled = [](const Shape& sizes, float scale) {
+      Tensor t = empty_strided(sizes, contiguous_strides(sizes), DType::f32);
+      float* p = static_cast<float*>(t.raw_data());
+      for (int64_t i = 0; i < t.numel(); ++i)
+        p[i] = scale * static_cast<float>((i * 7919) % 201 - 100) / 100.0f;
+      return t;
+    };
+    Tensor x = filled(xb, 1.0f), y = filled(xb, 0.0f);
+    Tensor w = filled(to_shape({C, C, 3, 3}), 0.05f), b = filled(to_shape({C}), 0.1f);
+    Conv2dParams direct;
+    direct.padding[0] = direct.padding[1] = 1;
+    Conv2dParams wino = direct;
+    wino.winograd = true;
+    ConvPostOps post;
+    post.act = ConvPostOps::Act::relu;
+    auto time_one = [](const std::function<void()>& f) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    auto run_direct = [&] { conv2d_forward_blocked(x, w, b, direct, y, post); };
+    auto run_wino = [&] { conv2d_forward_blocked(x, w, b, wino, y, post); };
+    for (int i = 0; i < 3; ++i) run_direct(), run_wino();  // primitives made, weights reordered
+    c.direct_s = c.winograd_s = 1e30;
+    for (int i = 0; i < 7; ++i) {
+      c.direct_s = std::min(c.direct_s, time_one(run_direct));
+      c.winograd_s = std::min(c.winograd_s, time_one(run_wino));
+    }
+    c.use = c.winograd_s < 0.9 * c.direct_s;
     return c;
   }();
   return choice;

@@ -14,6 +14,11 @@ struct Conv2dParams {
   int64_t padding[2] = {0, 0};
   int64_t dilation[2] = {1, 1};  // PyTorch convention (1 = dense)
   int64_t groups = 1;
+  // oneDNN's Winograd algorithm (F(4x4,3x3) / F(2x2,3x3)) instead of the direct one: about 2x
+  // fewer multiplies on 3x3 stride-1 convolutions, with a rounding error a few times the direct
+  // one's. Only the blocked kernel (conv2d_forward_blocked, nChw16c) honours it, and only where
+  // oneDNN has a Winograd kernel for the shape; elsewhere the direct algorithm runs.
+  bool winograd = false;
 };
 
 using ConvPostOps = PostOps;
@@ -47,5 +52,21 @@ struct ConvLayoutChoice {
   int block = 0;               // the block to use: preferred_block if measurably faster, else 0
 };
 const ConvLayoutChoice& dnnl_measured_conv_layout();
+
+// Whether oneDNN's Winograd convolution pays on this machine, measured once per process (about
+// 20-40 ms): a 3x3 128 -> 128 convolution at 28x28, batch 1, with relu, on nChw16c, direct vs
+// Winograd (best of alternating runs). oneDNN 2.6 has f32 Winograd kernels only for AVX-512.
+struct WinogradChoice {
+  bool available = false;  // oneDNN created a Winograd primitive for the probe
+  double direct_s = 0;     // best time of the probe, direct algorithm
+  double winograd_s = 0;   // the same with Winograd
+  bool use = false;        // available and at least 10% faster
+};
+const WinogradChoice& dnnl_measured_winograd();
+
+// A convolution the blocked Winograd kernel can run: f32 3x3, stride 1, dilation 1, one group,
+// channels and output channels multiples of 16.
+bool winograd_eligible(int64_t channels, int64_t out_channels, int64_t kh, int64_t kw,
+                       const Conv2dParams& p);
 
 }  // namespace lathe::detail

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 
+#include "lathe/kernels/blocked_layout.h"
 #include "lathe/kernels/dnnl_conv.h"
 #include "lathe/kernels/dnnl_matmul.h"
 #include "lathe/kernels/elementwise.h"
@@ -51,6 +52,13 @@ struct Conv2dFusedAttrs final : detail::Conv2dAttrs {
 struct LinearFusedAttrs final : ParsedAttrs {
   detail::PostOps::Act act = detail::PostOps::Act::none;
 };
+
+// The planned executor may hand a fused op its dying residual as the output (in_place_input):
+// then the residual is already where the sum post-op reads it.
+bool same_memory(const Tensor& a, const Tensor& b) {
+  return a.impl().storage == b.impl().storage && a.storage_offset() == b.storage_offset() &&
+         a.sizes() == b.sizes() && a.strides() == b.strides();
+}
 
 detail::ConvPostOps post_ops(const Attrs& a, bool residual) {
   if (const auto* parsed = a.parsed<Conv2dFusedAttrs>()) {
@@ -236,7 +244,7 @@ void conv2d_fused_out_kernel(TensorList in, const Attrs& a, const std::vector<Te
   }
   const Tensor& out = outs[0];
   const bool residual = in[kResidual].defined();
-  if (residual) kernels::copy(out, in[kResidual]);
+  if (residual && !same_memory(out, in[kResidual])) kernels::copy(out, in[kResidual]);
   detail::conv2d_forward(batched(in[kX]), w, b, detail::conv_params(a), batched(out),
                          post_ops(a, residual));
 }
@@ -262,7 +270,7 @@ void linear_fused_out_kernel(TensorList in, const Attrs& a, const std::vector<Te
                              TensorList outs) {
   const Tensor& out = outs[0];
   const bool residual = in[kLresidual].defined();
-  if (residual) kernels::copy(out, in[kLresidual]);
+  if (residual && !same_memory(out, in[kLresidual])) kernels::copy(out, in[kLresidual]);
   const int64_t K = in[kLweight].size(1).expect_int(), N = in[kLweight].size(0).expect_int();
   Tensor x2 = in[kLx].reshape({-1, K});
   Tensor o2 = out.view({-1, N});
@@ -284,14 +292,6 @@ EagerKernel allocating(OutKernel out_kernel) {
 // ---- oneDNN's channel-blocked layouts (nChw8c / nChw16c), which the cpu backend's plan_layouts
 // pass keeps between convolutions: a value in one is a contiguous [N, C/B, H, W, B] tensor, the
 // block B (8 or 16) its last size ----
-
-// x as [N, C/B, H, W, B] (a strided view: channel c is block c / B, lane c % B). Static sizes.
-Tensor split_channels(const Tensor& x, int64_t block) {
-  auto z = x.shape();
-  auto st = x.int_strides();
-  return x.as_strided(to_shape({z[0], z[1] / block, z[2], z[3], block}),
-                      to_shape({st[0], st[1] * block, st[2], st[3], st[1]}), x.storage_offset());
-}
 
 // The block of a blocked value (its last size), checked.
 int64_t check_blocked(const Tensor& t, const char* op, const char* what) {
@@ -318,11 +318,9 @@ std::vector<TensorMeta> to_blocked_rule(TensorList in, const Attrs& a) {
   return {m};
 }
 
-std::vector<Tensor> to_blocked_kernel(TensorList in, const Attrs& a,
-                                      const std::vector<TensorMeta>& m) {
-  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
-  kernels::copy(out, split_channels(in[0], a.get_int("block")));
-  return {out};
+void to_blocked_out_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>&,
+                           TensorList outs) {
+  kernels::to_blocked(in[0], outs[0]);
 }
 
 std::vector<TensorMeta> from_blocked_rule(TensorList in, const Attrs&) {
@@ -338,11 +336,9 @@ std::vector<TensorMeta> from_blocked_rule(TensorList in, const Attrs&) {
   return {m};
 }
 
-std::vector<Tensor> from_blocked_kernel(TensorList in, const Attrs&,
-                                        const std::vector<TensorMeta>& m) {
-  Tensor out = empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
-  kernels::copy(split_channels(out, in[0].sizes()[4].expect_int()), in[0]);
-  return {out};
+void from_blocked_out_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>&,
+                             TensorList outs) {
+  kernels::from_blocked(in[0], outs[0]);
 }
 
 // conv2d_blocked(x, weight, bias, residual): conv2d_fused without batch norm on blocked values
@@ -371,6 +367,12 @@ std::vector<TensorMeta> conv2d_blocked_rule(TensorList in, const Attrs& a) {
     LATHE_CHECK(r.sizes() == sizes && r.dtype() == x.dtype(), "[conv2d_blocked] residual ",
                 r.shape_string(), " must have the output's blocked shape");
   post_ops(a, false);
+  if (a.has("algorithm")) {
+    const std::string& alg = a.get_string("algorithm");
+    LATHE_CHECK(alg == "direct" || alg == "winograd",
+                "[conv2d_blocked] algorithm must be \"direct\" or \"winograd\", got \"", alg,
+                "\"");
+  }
   m[0].strides = contiguous_strides(sizes);
   m[0].sizes = std::move(sizes);
   m[0].device = x.device();
@@ -383,9 +385,11 @@ void conv2d_blocked_out_kernel(TensorList in, const Attrs& a, const std::vector<
                                TensorList outs) {
   const Tensor& out = outs[0];
   const bool residual = in[kBresidual].defined();
-  if (residual) kernels::copy(out, in[kBresidual]);
-  detail::conv2d_forward_blocked(in[kBx].contiguous(), in[kBweight], in[kBbias],
-                                 detail::conv_params(a), out, post_ops(a, residual));
+  if (residual && !same_memory(out, in[kBresidual])) kernels::copy(out, in[kBresidual]);
+  detail::Conv2dParams p = detail::conv_params(a);
+  p.winograd = a.has("algorithm") && a.get_string("algorithm") == "winograd";
+  detail::conv2d_forward_blocked(in[kBx].contiguous(), in[kBweight], in[kBbias], p, out,
+                                 post_ops(a, residual));
 }
 
 }  // namespace
@@ -397,24 +401,34 @@ void register_fused_ops(OpRegistry& r) {
                            allocating(linear_fused_out_kernel), OpCategory::fused,
                            {required("act", T::string)});
   linear.out_kernel = linear_fused_out_kernel;
+  linear.in_place_input = kLresidual;
   linear.parse_attrs = [](const Attrs& a) -> std::shared_ptr<const ParsedAttrs> {
     auto parsed = std::make_shared<LinearFusedAttrs>();
     parsed->act = parse_act(a, "act", "linear_fused");
     return parsed;
   };
   r.add(std::move(linear));
-  r.add(define_op("to_blocked", 1, to_blocked_rule, to_blocked_kernel, OpCategory::copy,
-                  {required("block", T::integer)}));
-  r.add(define_op("from_blocked", 1, from_blocked_rule, from_blocked_kernel, OpCategory::copy, {}));
+  {
+    OpDef to = define_op("to_blocked", 1, to_blocked_rule, allocating(to_blocked_out_kernel),
+                         OpCategory::copy, {required("block", T::integer)});
+    to.out_kernel = to_blocked_out_kernel;
+    r.add(std::move(to));
+    OpDef from = define_op("from_blocked", 1, from_blocked_rule,
+                           allocating(from_blocked_out_kernel), OpCategory::copy, {});
+    from.out_kernel = from_blocked_out_kernel;
+    r.add(std::move(from));
+  }
   {
     std::vector<AttrSpec> attrs = conv2d_attrs();
     attrs.insert(attrs.end(), {required("act", T::string), required("act_min", T::real),
                                required("act_max", T::real), required("act2", T::string),
-                               required("act2_min", T::real), required("act2_max", T::real)});
+                               required("act2_min", T::real), required("act2_max", T::real),
+                               optional("algorithm", T::string)});
     OpDef blocked =
         define_op("conv2d_blocked", kBlockedInputs, conv2d_blocked_rule,
                   allocating(conv2d_blocked_out_kernel), OpCategory::fused, std::move(attrs));
     blocked.out_kernel = conv2d_blocked_out_kernel;
+    blocked.in_place_input = kBresidual;
     r.add(std::move(blocked));
   }
   std::vector<AttrSpec> conv_attrs = conv2d_attrs();
@@ -426,6 +440,7 @@ void register_fused_ops(OpRegistry& r) {
       define_op("conv2d_fused", kNumInputs, conv2d_fused_rule, allocating(conv2d_fused_out_kernel),
                 OpCategory::fused, std::move(conv_attrs));
   conv.out_kernel = conv2d_fused_out_kernel;
+  conv.in_place_input = kResidual;
   conv.parse_attrs = parse_conv2d_fused_attrs;
   r.add(std::move(conv));
 }

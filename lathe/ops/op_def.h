@@ -125,6 +125,10 @@ struct OpDef {
   std::function<std::shared_ptr<const ParsedAttrs>(const Attrs&)> parse_attrs = nullptr;
   // The kernel writing into given outputs (see OutKernel); unset for ops that only allocate.
   OutKernel out_kernel = nullptr;
+  // An input whose buffer out_kernel may be handed as its output when that input dies at the
+  // op (same sizes, strides and dtype): the residual of a fused conv / linear, which the kernel
+  // accumulates into. -1: none (pointwise ops may overwrite any input; the planner knows).
+  int in_place_input = -1;
 
   // ---- autograd ----
   // The values autograd saves for the vjp: input i is saved when vjp_reads_input(i, attrs) is

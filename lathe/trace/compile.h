@@ -79,8 +79,8 @@ struct CompileOptions {
   std::string name = "fn";  // how logs and errors name the function
   // Freezing (for backends that use constants, such as "cpu"), for inference calls (grad mode
   // off, or every module the function read in eval mode): captured parameters and buffers that
-  // the graph does not write, on the CPU, and not requiring grad (or traced with grad disabled)
-  // are handed to the backend as constants, which may fold them (batch norm into
+  // the graph does not write, on the CPU or the lazy device (its buffer), and not requiring grad
+  // (or traced with grad disabled) are handed to the backend as constants, which may fold them (batch norm into
   // the conv weights, ...). The entry is guarded by their storage versions: an in-place update
   // (or a new tensor in the slot) drops the entry and the next call re-freezes.
   bool freeze = true;

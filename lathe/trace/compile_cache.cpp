@@ -435,14 +435,17 @@ void freeze_captures(CacheEntry& entry, const ir::Graph& graph, backend::Compile
   for (size_t k = 0; k < entry.captured.size(); ++k) {
     const Tensor& c = entry.captured[k];
     const int pos = entry.capture_input[k];
-    if (pos < 0 || written[k] || entry.fresh_capture[k] || on_lazy(c) || !c.device().is_cpu() ||
-        !c.has_storage() || (grad && c.requires_grad()))
+    // A capture on the lazy device (a module moved there) freezes as its device buffer: the
+    // parameters live where the executable wants them.
+    if (pos < 0 || written[k] || entry.fresh_capture[k] || !c.has_storage() ||
+        (grad && c.requires_grad()))
       continue;
     if (context.constants.empty()) context.constants.resize(graph.inputs().size());
-    context.constants[pos] = c;
+    context.constants[pos] = on_lazy(c) ? device_buffer(c) : c;
     EntryGuards::FrozenCheck check;
     check.holder = entry.capture_slots[k] ? entry.capture_slots[k] : &entry.captured[k];
     check.traced = c.impl_ptr();
+    check.storage = c.impl().storage.get();
     check.version = c.impl().storage->version();
     check.name = entry.capture_names[k];
     entry.guards.record_frozen(std::move(check));

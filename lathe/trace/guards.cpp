@@ -117,8 +117,10 @@ bool slot_passes(const EntryGuards::SlotCheck& c) {
 }
 
 bool frozen_passes(const EntryGuards::FrozenCheck& c) {
+  // A lazy tensor written since (pending: no storage until sync) or given a new buffer fails.
   const Tensor& t = *c.holder;
-  return t.impl_ptr() == c.traced && t.impl().storage->version() == c.version;
+  const std::shared_ptr<Storage>& st = t.impl().storage;
+  return t.impl_ptr() == c.traced && st.get() == c.storage && st->version() == c.version;
 }
 
 std::string describe(const Tensor& t) { return t.defined() ? t.shape_string() : "undefined"; }
@@ -312,10 +314,13 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
       const FrozenCheck& c = frozen_[f.index];
       os << "guard failed: " << c.name << " is the tensor frozen at version " << c.version
          << "  # frozen into the compiled graph (eval, no grad); actual: ";
+      const std::shared_ptr<Storage>& st = c.holder->impl().storage;
       if (c.holder->impl_ptr() != c.traced)
         os << "a new tensor " << describe(*c.holder);
+      else if (st.get() != c.storage)
+        os << "written on its device since (a new or pending buffer)";
       else
-        os << "updated in place (version " << c.holder->impl().storage->version() << ")";
+        os << "updated in place (version " << st->version() << ")";
       break;
     }
     case S::kProgram:

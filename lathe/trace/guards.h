@@ -75,6 +75,7 @@ class EntryGuards {
   struct FrozenCheck {
     const Tensor* holder = nullptr;
     std::shared_ptr<TensorImpl> traced;
+    const Storage* storage = nullptr;  // the storage frozen (compared, never dereferenced)
     uint64_t version = 0;
     std::string name;  // "captured tensor 'fc.weight'"
   };

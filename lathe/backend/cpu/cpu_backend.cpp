@@ -135,8 +135,8 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       PlanLayoutsStats s;
       cur = plan_layouts(*cur, &s);
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout (block ",
-                                   s.block, "), ", s.to_blocked, " reorders in, ", s.from_blocked,
-                                   " reorders out");
+                                   s.block, ", ", s.winograd_convs, " Winograd), ", s.to_blocked,
+                                   " reorders in, ", s.from_blocked, " reorders out");
     } else if (name == "concat_blocked") {
       ConcatBlockedStats s;
       cur = concat_blocked(*cur, &s);

@@ -1,6 +1,10 @@
 #include "lathe/backend/cpu/executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -79,8 +83,22 @@ int find_root(std::vector<int>& parent, int s) {
   return s;
 }
 
+// LATHE_PROFILE=1: every planned call times each step; when the executable goes away it
+// prints where the time went, by op and by the slowest steps (to stderr).
+bool profile_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("LATHE_PROFILE");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
 class Executor final : public PlannedExecutable {
  public:
+  ~Executor() override {
+    if (profile_calls_ > 0) print_profile();
+  }
+
   explicit Executor(const ir::Graph& g) {
     std::unordered_map<const ir::Value*, int> slot;
     auto slot_of = [&](const ir::Value* v) {
@@ -112,6 +130,8 @@ class Executor final : public PlannedExecutable {
       steps_.push_back(std::move(s));
     }
     for (const ir::Value* v : g.outputs()) outputs_.push_back(slot_of(v));
+    profile_ = profile_enabled();
+    if (profile_) profile_ns_.assign(steps_.size(), 0);
 
     // Liveness per slot: the last step reading it (or making it, when nobody reads it).
     last_use_.assign(num_slots_, -1);
@@ -264,22 +284,25 @@ class Executor final : public PlannedExecutable {
     std::vector<size_t> inner_offset(n, 0);  // bytes into the buffer (concat inputs)
     const size_t concats_in_place =
         place_concat_inputs(plan, slots, parent, eligible, fresh, first, last, inner_offset);
-    // In place: a pointwise step writes over an input buffer that dies at it, when the input
-    // is that buffer itself (no view) with the output's exact layout, and no other input of the
-    // step reads the buffer.
+    // In place: a pointwise step writes over an input buffer that dies at it (a fused conv or
+    // linear over its residual, OpDef::in_place_input), when the input is that buffer itself
+    // (no view) with the output's exact layout, and no other input of the step reads the buffer.
     // whole[s]: s is its buffer's full value (the buffer's own, or written in place over it).
     std::vector<bool> whole(n, false);
     for (int s = 0; s < n; ++s) whole[s] = eligible[s] && find_root(parent, s) == s;
     size_t in_place = 0;
     for (size_t k = 0; k < steps_.size(); ++k) {
       const Step& s = steps_[k];
-      if (!plan.steps[k].use_out || s.op->category != OpCategory::pointwise ||
+      const bool pointwise = s.op->category == OpCategory::pointwise;
+      if (!plan.steps[k].use_out || (!pointwise && s.op->in_place_input < 0) ||
           s.outputs.size() != 1)
         continue;
       const int o = s.outputs[0];
       if (!eligible[o] || find_root(parent, o) != o) continue;
       const Tensor& out = slots[o];
-      for (int i : s.inputs) {
+      for (size_t j = 0; j < s.inputs.size(); ++j) {
+        const int i = s.inputs[j];
+        if (!pointwise && static_cast<int>(j) != s.op->in_place_input) continue;
         if (i < 0 || !whole[i]) continue;
         const int r = find_root(parent, i);
         if (last[r] != static_cast<int>(k)) continue;
@@ -438,7 +461,37 @@ class Executor final : public PlannedExecutable {
     if (plan.free_arenas.size() < kMaxFreeArenas) plan.free_arenas.push_back(std::move(a));
   }
 
+  void print_profile() const {
+    double total = 0;
+    std::map<std::string, std::pair<double, int>> by_op;
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const double ms = static_cast<double>(profile_ns_[k]) * 1e-6 / profile_calls_;
+      total += ms;
+      auto& e = by_op[steps_[k].op->name];
+      e.first += ms;
+      e.second += 1;
+    }
+    std::vector<std::pair<double, std::string>> ops;
+    for (const auto& [name, e] : by_op) ops.emplace_back(e.first, name);
+    std::sort(ops.rbegin(), ops.rend());
+    std::fprintf(stderr, "[lathe.profile] %zu steps, %lld planned calls, %.3f ms per call\n",
+                 steps_.size(), static_cast<long long>(profile_calls_), total);
+    for (const auto& [ms, name] : ops)
+      std::fprintf(stderr, "[lathe.profile]   %-22s %4d steps %9.3f ms %5.1f%%\n", name.c_str(),
+                   by_op.at(name).second, ms, total > 0 ? 100 * ms / total : 0.0);
+    std::vector<std::pair<double, size_t>> slow;
+    for (size_t k = 0; k < steps_.size(); ++k)
+      slow.emplace_back(static_cast<double>(profile_ns_[k]) * 1e-6 / profile_calls_, k);
+    std::sort(slow.rbegin(), slow.rend());
+    for (size_t i = 0; i < std::min<size_t>(slow.size(), 12); ++i)
+      std::fprintf(stderr, "[lathe.profile]   slowest %-28s %9.3f ms\n",
+                   steps_[slow[i].second].name.c_str(), slow[i].first);
+  }
+
   std::vector<Tensor> run_planned(Plan& plan, std::span<const Tensor> inputs) const {
+    using ProfileClock = std::chrono::steady_clock;
+    ProfileClock::time_point step_start;
+    if (profile_) ++profile_calls_;
     std::unique_ptr<Arena> arena = take_arena(plan);
     std::vector<Tensor>& slots = arena->slots;
     std::vector<Tensor>& args = arena->args;
@@ -454,6 +507,7 @@ class Executor final : public PlannedExecutable {
       for (int i : s.inputs) args.push_back(i >= 0 ? slots[i] : Tensor());
       const Attrs& attrs = s.symbolic.empty() ? s.attrs : sp.attrs;
       const std::vector<TensorMeta>* metas = &sp.metas;
+      if (profile_) step_start = ProfileClock::now();
       if (sp.skip) {
         for (int r : s.release)
           if (!plan.slots[r].in_arena) slots[r] = Tensor();
@@ -490,6 +544,10 @@ class Executor final : public PlannedExecutable {
       }
       for (int r : s.release)
         if (!plan.slots[r].in_arena) slots[r] = Tensor();
+      if (profile_)
+        profile_ns_[k] += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              ProfileClock::now() - step_start)
+                              .count();
     }
     std::vector<Tensor> result;
     result.reserve(outputs_.size());
@@ -511,6 +569,11 @@ class Executor final : public PlannedExecutable {
   std::vector<bool> pinned_;
   mutable std::mutex plans_mu_;
   std::vector<std::shared_ptr<Plan>> plans_;
+  // LATHE_PROFILE: per-step wall time summed over planned calls (not thread safe: a profile
+  // of concurrent calls mixes them, which is acceptable for a diagnostic).
+  bool profile_ = false;
+  mutable int64_t profile_calls_ = 0;
+  mutable std::vector<int64_t> profile_ns_;
 };
 
 }  // namespace

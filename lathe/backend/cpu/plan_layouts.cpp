@@ -50,7 +50,26 @@ bool is_candidate(const ir::Node* n, int64_t B) {
          ((C / groups) % B == 0 && (O / groups) % B == 0);
 }
 
+// A candidate oneDNN can run with its Winograd algorithm on nChw16c.
+bool winograd_candidate(const ir::Node* n) {
+  if (!is_candidate(n, 16)) return false;
+  const ir::Value* w = n->inputs()[kWeight];
+  const lathe::detail::Conv2dParams p = lathe::detail::conv_params(n->attrs());
+  return lathe::detail::winograd_eligible(*static_size(n->inputs()[kX], 1), *static_size(w, 0),
+                                          *static_size(w, 2), *static_size(w, 3), p);
+}
+
 }  // namespace
+
+bool plan_layouts_winograd() {
+  if (const char* e = std::getenv("LATHE_CPU_WINOGRAD")) {
+    const std::string v = e;
+    LATHE_CHECK(v == "0" || v == "1", "[plan_layouts] LATHE_CPU_WINOGRAD must be 0 or 1, got '",
+                v, "'");
+    return v == "1" && lathe::detail::dnnl_measured_winograd().available;
+  }
+  return lathe::detail::dnnl_measured_winograd().use;
+}
 
 int plan_layouts_block() {
   if (const char* e = std::getenv("LATHE_CPU_BLOCK")) {
@@ -62,9 +81,16 @@ int plan_layouts_block() {
   return lathe::detail::dnnl_measured_conv_layout().block;
 }
 
-std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats, int block) {
+std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats, int block,
+                                        bool winograd) {
   LATHE_CHECK(block == 0 || block == 8 || block == 16,
               "[plan_layouts] the block must be 0, 8 or 16, got ", block);
+  // Winograd runs on nChw16c only: a graph with a convolution it can run takes that block.
+  std::unordered_set<const ir::Node*> wino;
+  if (winograd && block != 8)
+    for (const ir::Node* n : g.nodes())
+      if (winograd_candidate(n)) wino.insert(n);
+  if (!wino.empty()) block = 16;
   const int64_t B = block;
   std::unordered_set<const ir::Node*> candidates;
   for (const ir::Node* n : g.nodes())
@@ -81,9 +107,11 @@ std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* st
     }
     if (all) blocked.insert(y);
   }
+  // A Winograd convolution pays for its reorders by itself (about 2x on the convolution).
   auto converts = [&](const ir::Node* n) {
-    return candidates.count(n) && (blocked.count(n->output()) || blocked.count(n->inputs()[kX]) ||
-                                   (residual_of(n) && blocked.count(residual_of(n))));
+    return candidates.count(n) &&
+           (wino.count(n) || blocked.count(n->output()) || blocked.count(n->inputs()[kX]) ||
+            (residual_of(n) && blocked.count(residual_of(n))));
   };
 
   PlanLayoutsStats s;
@@ -120,6 +148,10 @@ std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* st
     if (is_op(&n, "conv2d")) {  // a plain convolution: no post-ops
       attrs.set("act", std::string("none")).set("act_min", 0.0).set("act_max", 0.0);
       attrs.set("act2", std::string("none")).set("act2_min", 0.0).set("act2_max", 0.0);
+    }
+    if (wino.count(&n)) {
+      attrs.set("algorithm", std::string("winograd"));
+      ++s.winograd_convs;
     }
     ir::Value* y = copy.graph
                        ->add_node(conv_op,

@@ -13,6 +13,14 @@
 // Measured: nChw8c beat channels-last on an AVX2 Zen 3; on an AVX-512 Zen 4 channels-last beat
 // both nChw16c and nChw8c (docs/benchmarks.md), so the choice matters.
 //
+// Winograd: where oneDNN's Winograd convolution is measurably faster on the running machine
+// (`plan_layouts_winograd`, an AVX-512 kernel: about 2x on 3x3 stride-1 convolutions), every
+// convolution it can run (f32 3x3, stride 1, no dilation, one group, channels multiples of 16)
+// is converted with `algorithm = "winograd"`, the block becomes 16 (its only layout), and such a
+// convolution is converted even when alone. LATHE_CPU_WINOGRAD=0|1 overrides the measurement.
+// Its rounding error is a few times the direct algorithm's (docs/benchmarks.md gives the
+// accuracy-mode figures).
+//
 // A value stays blocked when it is made by a candidate convolution, is no graph output, and every
 // user is a candidate convolution (reading it as its input or its residual). Candidates: f32,
 // static sizes, no batch-norm inputs, channels and output channels multiples of B, and either
@@ -32,14 +40,20 @@ struct PlanLayoutsStats {
   int blocked_convs = 0;  // convolutions converted
   int to_blocked = 0;     // reorders into the blocked layout
   int from_blocked = 0;   // reorders out of it
+  int winograd_convs = 0; // of the converted convolutions, those on the Winograd algorithm
 };
+
+// Whether the pass uses Winograd by default: LATHE_CPU_WINOGRAD when set (0 or 1; 1 still needs
+// a machine with oneDNN's Winograd kernel), else the measured choice for this machine.
+bool plan_layouts_winograd();
 
 // The block the pass uses by default: LATHE_CPU_BLOCK when set (8 or 16, or 0 for none), else
 // the measured choice for this machine (0 when channels-last is as fast).
 int plan_layouts_block();
 
-// `block` 0 leaves the graph as it is.
+// `block` 0 and no Winograd convolution leave the graph as it is.
 std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats = nullptr,
-                                        int block = plan_layouts_block());
+                                        int block = plan_layouts_block(),
+                                        bool winograd = plan_layouts_winograd());
 
 }  // namespace lathe::backend::cpu
