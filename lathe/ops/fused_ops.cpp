@@ -370,8 +370,7 @@ std::vector<TensorMeta> conv2d_blocked_rule(TensorList in, const Attrs& a) {
   if (a.has("algorithm")) {
     const std::string& alg = a.get_string("algorithm");
     LATHE_CHECK(alg == "direct" || alg == "winograd",
-                "[conv2d_blocked] algorithm must be \"direct\" or \"winograd\", got \"", alg,
-                "\"");
+                "[conv2d_blocked] algorithm must be \"direct\" or \"winograd\", got \"", alg, "\"");
   }
   m[0].strides = contiguous_strides(sizes);
   m[0].sizes = std::move(sizes);

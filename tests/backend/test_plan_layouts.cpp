@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "lathe/backend/backend.h"
 #include "lathe/backend/cpu/plan_layouts.h"
 #include "lathe/core/random.h"
 #include "lathe/ir/graph.h"
+#include "lathe/kernels/dnnl_conv.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 
@@ -101,7 +103,7 @@ Built block(bool leak) {
 TEST(PlanLayoutsPass, KeepsAConvChainBlocked) {
   Built b = block(false);
   backend::cpu::PlanLayoutsStats s;
-  auto out = backend::cpu::plan_layouts(*b.g, &s, 8);
+  auto out = backend::cpu::plan_layouts(*b.g, &s, 8, false);
   out->verify();
   EXPECT_EQ(op_names(*out),
             (std::vector<std::string>{"to_blocked", "conv2d_blocked", "conv2d_blocked",
@@ -120,7 +122,7 @@ TEST(PlanLayoutsPass, KeepsAConvChainBlocked) {
 TEST(PlanLayoutsPass, SixteenChannelBlocksLeaveOtherChannelCountsOut) {
   Built b = block(false);
   backend::cpu::PlanLayoutsStats s;
-  auto out = backend::cpu::plan_layouts(*b.g, &s, 16);
+  auto out = backend::cpu::plan_layouts(*b.g, &s, 16, false);
   out->verify();
   EXPECT_EQ(op_names(*out),
             (std::vector<std::string>{"to_blocked", "conv2d_blocked", "conv2d_blocked",
@@ -136,10 +138,10 @@ TEST(PlanLayoutsPass, SixteenChannelBlocksLeaveOtherChannelCountsOut) {
 TEST(PlanLayoutsPass, BlockZeroLeavesTheGraphAndABadBlockIsAnError) {
   Built b = block(false);
   backend::cpu::PlanLayoutsStats s;
-  auto out = backend::cpu::plan_layouts(*b.g, &s, 0);
+  auto out = backend::cpu::plan_layouts(*b.g, &s, 0, false);
   EXPECT_EQ(op_names(*out), op_names(*b.g));
   EXPECT_EQ(s.blocked_convs, 0);
-  EXPECT_THROW(backend::cpu::plan_layouts(*b.g, &s, 4), Error);
+  EXPECT_THROW(backend::cpu::plan_layouts(*b.g, &s, 4, false), Error);
   const int preferred = backend::cpu::plan_layouts_block();
   EXPECT_TRUE(preferred == 0 || preferred == 8 || preferred == 16) << preferred;
 }
@@ -147,7 +149,7 @@ TEST(PlanLayoutsPass, BlockZeroLeavesTheGraphAndABadBlockIsAnError) {
 TEST(PlanLayoutsPass, AValueReadOutsideTheRegionIsReorderedBack) {
   Built b = block(true);
   backend::cpu::PlanLayoutsStats s;
-  auto out = backend::cpu::plan_layouts(*b.g, &s, 8);
+  auto out = backend::cpu::plan_layouts(*b.g, &s, 8, false);
   out->verify();
   // The middle value is read outside: it comes back to channels-last, and the last conv, which
   // then touches no blocked value, stays as it was.
@@ -168,9 +170,104 @@ TEST(PlanLayoutsPass, LeavesALoneConvolutionAndOddChannelCountsAlone) {
   ir::Value* y2 = b.conv(y1, w2, nullptr, nullptr, 1, 1, "relu");  // alone: no blocked value
   b.g->set_outputs({y2});
   backend::cpu::PlanLayoutsStats s;
-  auto out = backend::cpu::plan_layouts(*b.g, &s, 8);
+  auto out = backend::cpu::plan_layouts(*b.g, &s, 8, false);
   EXPECT_EQ(op_names(*out), (std::vector<std::string>{"conv2d_fused", "conv2d_fused"}));
   EXPECT_EQ(s.blocked_convs, 0);
+}
+
+// Winograd's transforms add rounding: on these unscaled N(0, 1) weights (outputs around 20) its
+// results differ from the direct algorithm's by up to about 4e-4 relative (measured); the model
+// accuracy runs (lathe-bench --accuracy) hold it to the fp64 reference.
+constexpr double kWinogradTol = 2e-3;
+
+// Winograd (oneDNN's, on nChw16c): every 3x3 stride-1 dense convolution with channel counts
+// that are multiples of 16 runs with algorithm = "winograd", even alone, and the block becomes 16
+// whatever block was asked for (0 here); the strided and depthwise ones stay direct. Where oneDNN
+// has no Winograd kernel (AVX2 machines) the kernel falls back to direct, with the same result.
+TEST(PlanLayoutsPass, WinogradConvolutionsRunOnSixteenChannelBlocks) {
+  Built b;
+  ir::Value* x = b.input(rnd({2, 16, 10, 10}, 1).to_channels_last());
+  ir::Value* w1 = b.input(rnd({32, 16, 3, 3}, 2));
+  ir::Value* b1 = b.input(rnd({32}, 3));
+  ir::Value* w2 = b.input(rnd({32, 32, 3, 3}, 4));
+  ir::Value* w3 = b.input(rnd({32, 32, 3, 3}, 5));
+  ir::Value* y1 = b.conv(x, w1, b1, nullptr, 1, 1, "relu");        // winograd
+  ir::Value* y2 = b.conv(y1, w2, nullptr, y1, 1, 1, "none");       // winograd, residual y1
+  ir::Value* y3 = b.conv(y2, w3, nullptr, nullptr, 1, 2, "relu");  // stride 2: direct
+  b.g->set_outputs({y3});
+  backend::cpu::PlanLayoutsStats s;
+  auto out = backend::cpu::plan_layouts(*b.g, &s, 0, true);
+  out->verify();
+  EXPECT_EQ(s.block, 16);
+  EXPECT_EQ(s.blocked_convs, 3);
+  EXPECT_EQ(s.winograd_convs, 2);
+  std::vector<std::string> algorithms;
+  for (const ir::Node* n : out->nodes())
+    if (n->op().name == "conv2d_blocked")
+      algorithms.push_back(n->attrs().has("algorithm") ? n->attrs().get_string("algorithm") : "");
+  EXPECT_EQ(algorithms, (std::vector<std::string>{"winograd", "winograd", ""}));
+  Tensor got = run(*out, b.inputs)[0], want = run(*b.g, b.inputs)[0];
+  EXPECT_TRUE(got.is_channels_last());
+  EXPECT_LT(max_rel_diff(got, want), kWinogradTol);
+  // A lone Winograd convolution is converted too (two reorders pay for themselves).
+  Built lone;
+  ir::Value* lx = lone.input(rnd({1, 16, 12, 12}, 6).to_channels_last());
+  ir::Value* lw = lone.input(rnd({16, 16, 3, 3}, 7));
+  lone.g->set_outputs({lone.conv(lx, lw, nullptr, nullptr, 1, 1, "relu")});
+  auto lone_out = backend::cpu::plan_layouts(*lone.g, &s, 0, true);
+  EXPECT_EQ(op_names(*lone_out),
+            (std::vector<std::string>{"to_blocked", "conv2d_blocked", "from_blocked"}));
+  EXPECT_LT(max_rel_diff(run(*lone_out, lone.inputs)[0], run(*lone.g, lone.inputs)[0]),
+            kWinogradTol);
+  // With Winograd off the same graph is left alone at block 0.
+  EXPECT_EQ(op_names(*backend::cpu::plan_layouts(*lone.g, &s, 0, false)),
+            (std::vector<std::string>{"conv2d_fused"}));
+}
+
+TEST(PlanLayoutsPass, WinogradChoiceIsMeasuredAndOverridable) {
+  const auto& c = lathe::detail::dnnl_measured_winograd();
+  if (c.available) {
+    EXPECT_GT(c.direct_s, 0);
+    EXPECT_GT(c.winograd_s, 0);
+    EXPECT_EQ(c.use, c.winograd_s < 0.9 * c.direct_s);
+  } else {
+    EXPECT_FALSE(c.use);
+  }
+  setenv("LATHE_CPU_WINOGRAD", "0", 1);
+  EXPECT_FALSE(backend::cpu::plan_layouts_winograd());
+  setenv("LATHE_CPU_WINOGRAD", "1", 1);
+  EXPECT_EQ(backend::cpu::plan_layouts_winograd(), c.available);
+  setenv("LATHE_CPU_WINOGRAD", "yes", 1);
+  EXPECT_THROW(backend::cpu::plan_layouts_winograd(), Error);
+  unsetenv("LATHE_CPU_WINOGRAD");
+  EXPECT_EQ(backend::cpu::plan_layouts_winograd(), c.use);
+}
+
+// The reorders themselves: element (n, c, h, w) lands at [n, c / B, h, w, c % B] and back, for
+// channels-last inputs (the kernels' fast path), contiguous NCHW and a strided view (the
+// general path), at both blocks.
+TEST(BlockedLayoutOps, ToAndFromBlockedMoveEveryElement) {
+  for (int64_t B : {8, 16}) {
+    Tensor base = rnd({2, 2 * B, 5, 7}, 9);
+    for (const Tensor& x : {base.to_channels_last(), base.contiguous(),
+                            rnd({2, 2 * B, 5, 14}, 10).slice(3, 0, 14, 2)}) {
+      SCOPED_TRACE(std::to_string(B) + " " + x.shape_string() + " strides " +
+                   std::to_string(x.int_strides()[1]));
+      Tensor b = dispatch1(LATHE_OP("to_blocked"), std::vector<Tensor>{x}, Attrs{}.set("block", B));
+      ASSERT_EQ(b.shape(), (std::vector<int64_t>{2, 2, 5, x.sizes()[3].expect_int(), B}));
+      auto xv = x.contiguous().to_vector<float>(), bv = b.to_vector<float>();
+      const int64_t C = 2 * B, H = 5, W = x.sizes()[3].expect_int();
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t w = 0; w < W; ++w)
+              ASSERT_EQ(bv[(((n * 2 + c / B) * H + h) * W + w) * B + c % B],
+                        xv[((n * C + c) * H + h) * W + w]);
+      Tensor back = dispatch1(LATHE_OP("from_blocked"), std::vector<Tensor>{b}, Attrs{});
+      EXPECT_TRUE(back.is_channels_last());
+      EXPECT_EQ(back.contiguous().to_vector<float>(), xv);
+    }
+  }
 }
 
 }  // namespace

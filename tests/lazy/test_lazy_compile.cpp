@@ -138,3 +138,28 @@ TEST(LazyCompile, MovingTheModuleRecompiles) {
   EXPECT_EQ(lazy_out.device(), Device::lazy());
   EXPECT_TRUE(all_close(lazy_out.to(Device::cpu()), cpu_out, 1e-6, 1e-6));
 }
+
+// An inference module on the lazy device freezes its parameters as their device buffers (the
+// cpu backend folds them); a lazy in-place update of a parameter (pending until sync) fails the
+// frozen guard, and the next call re-freezes the new values.
+TEST(LazyCompile, FrozenDeviceParametersRefreezeAfterALazyUpdate) {
+  auto lin = nn::make<nn::Linear>(8, 4);
+  lin->eval();
+  lin->to(Device::lazy());
+  CompiledFunction f = compile(lin);
+  Tensor x = randn({3, 8}, 4);
+  Tensor y = f({x.to(Device::lazy())})[0];
+  EXPECT_NE(f.guards_string().find("frozen"), std::string::npos) << f.guards_string();
+  Tensor w = lin->param("weight").to(Device::cpu()), b = lin->param("bias").to(Device::cpu());
+  EXPECT_TRUE(all_close(y.to(Device::cpu()), add(matmul(x, w.transpose(0, 1)), b), 1e-5, 1e-5));
+  for (int step = 1; step <= 3; ++step) {
+    mul_(lin->param("weight"), 2.0);  // recorded on the device, pending
+    Tensor y2 = f({x.to(Device::lazy())})[0];
+    Tensor w2 = lin->param("weight").to(Device::cpu());
+    EXPECT_TRUE(all_close(w2, mul(w, static_cast<double>(1 << step)), 1e-6, 1e-6));
+    EXPECT_TRUE(all_close(y2.to(Device::cpu()), add(matmul(x, w2.transpose(0, 1)), b), 1e-5, 1e-5))
+        << "after update " << step;
+  }
+  EXPECT_EQ(f.stats().compiles, 4);  // each update re-freezes
+  EXPECT_EQ(f.num_entries(), 1u);    // and drops the stale entry
+}

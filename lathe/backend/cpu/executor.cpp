@@ -545,9 +545,9 @@ class Executor final : public PlannedExecutable {
       for (int r : s.release)
         if (!plan.slots[r].in_arena) slots[r] = Tensor();
       if (profile_)
-        profile_ns_[k] += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              ProfileClock::now() - step_start)
-                              .count();
+        profile_ns_[k] +=
+            std::chrono::duration_cast<std::chrono::nanoseconds>(ProfileClock::now() - step_start)
+                .count();
     }
     std::vector<Tensor> result;
     result.reserve(outputs_.size());

@@ -64,8 +64,8 @@ bool winograd_candidate(const ir::Node* n) {
 bool plan_layouts_winograd() {
   if (const char* e = std::getenv("LATHE_CPU_WINOGRAD")) {
     const std::string v = e;
-    LATHE_CHECK(v == "0" || v == "1", "[plan_layouts] LATHE_CPU_WINOGRAD must be 0 or 1, got '",
-                v, "'");
+    LATHE_CHECK(v == "0" || v == "1", "[plan_layouts] LATHE_CPU_WINOGRAD must be 0 or 1, got '", v,
+                "'");
     return v == "1" && lathe::detail::dnnl_measured_winograd().available;
   }
   return lathe::detail::dnnl_measured_winograd().use;

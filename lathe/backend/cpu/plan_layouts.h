@@ -36,11 +36,11 @@
 namespace lathe::backend::cpu {
 
 struct PlanLayoutsStats {
-  int block = 0;          // the channel block used (0: none, the graph is unchanged)
-  int blocked_convs = 0;  // convolutions converted
-  int to_blocked = 0;     // reorders into the blocked layout
-  int from_blocked = 0;   // reorders out of it
-  int winograd_convs = 0; // of the converted convolutions, those on the Winograd algorithm
+  int block = 0;           // the channel block used (0: none, the graph is unchanged)
+  int blocked_convs = 0;   // convolutions converted
+  int to_blocked = 0;      // reorders into the blocked layout
+  int from_blocked = 0;    // reorders out of it
+  int winograd_convs = 0;  // of the converted convolutions, those on the Winograd algorithm
 };
 
 // Whether the pass uses Winograd by default: LATHE_CPU_WINOGRAD when set (0 or 1; 1 still needs
