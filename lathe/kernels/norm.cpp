@@ -36,6 +36,38 @@ void softmax_impl(const Tensor& x, const Tensor& out, int64_t M, int64_t R, bool
   }
 }
 
+// Mean and (biased) variance of a row, two passes. f64 accumulates serially; f32 in 16
+// independent lanes (vectorized: a serial double chain costs ~4 cycles per element) that are
+// summed in double, each lane adding at most R / 16 terms.
+void row_moments(const double* row, int64_t R, double& mean, double& var) {
+  double s = 0;
+  for (int64_t r = 0; r < R; ++r) s += row[r];
+  mean = s / static_cast<double>(R);
+  double q = 0;
+  for (int64_t r = 0; r < R; ++r) q += (row[r] - mean) * (row[r] - mean);
+  var = q / static_cast<double>(R);
+}
+
+void row_moments(const float* row, int64_t R, double& mean, double& var) {
+  constexpr int64_t L = 16;
+  float lanes[L] = {};
+  int64_t r = 0;
+  for (; r + L <= R; r += L)
+    for (int64_t l = 0; l < L; ++l) lanes[l] += row[r + l];
+  double s = 0;
+  for (int64_t l = 0; l < L; ++l) s += lanes[l];
+  for (; r < R; ++r) s += row[r];
+  mean = s / static_cast<double>(R);
+  const float mu = static_cast<float>(mean);
+  float sq[L] = {};
+  for (r = 0; r + L <= R; r += L)
+    for (int64_t l = 0; l < L; ++l) sq[l] += (row[r + l] - mu) * (row[r + l] - mu);
+  double q = 0;
+  for (int64_t l = 0; l < L; ++l) q += sq[l];
+  for (; r < R; ++r) q += static_cast<double>(row[r] - mu) * (row[r] - mu);
+  var = q / static_cast<double>(R);
+}
+
 template <class T>
 void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                      int64_t M, int64_t R, double eps) {
@@ -48,15 +80,8 @@ void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   for (int64_t m = 0; m < M; ++m) {
     const T* row = px + m * R;
     T* o = po + m * R;
-    double mean = 0;
-    for (int64_t r = 0; r < R; ++r) mean += row[r];
-    mean /= static_cast<double>(R);
-    double var = 0;
-    for (int64_t r = 0; r < R; ++r) {
-      double d = row[r] - mean;
-      var += d * d;
-    }
-    var /= static_cast<double>(R);
+    double mean = 0, var = 0;
+    row_moments(row, R, mean, var);
     T rstd = static_cast<T>(1.0 / std::sqrt(var + eps));
     T mu = static_cast<T>(mean);
     for (int64_t r = 0; r < R; ++r) {

@@ -17,6 +17,7 @@ namespace {
 // as the matmul reads it), v [B,H,S,Ev], f32. s is the attribute "scale", times the 0-d tensor
 // `scale` when given (divided by it when "divide" is true), so a scale the graph computes at run
 // time needs no constant. mask (optional) is added to the scores and broadcasts to [B,H,L,S].
+// With "transpose_out" the result is [B,L,H,Ev] (contiguous): out.permute(0, 2, 1, 3) of the above.
 enum SdpaInput { kQ, kKt, kV, kScale, kMask, kSdpaInputs };
 
 std::vector<TensorMeta> sdpa_fused_rule(TensorList in, const Attrs& a) {
@@ -50,7 +51,9 @@ std::vector<TensorMeta> sdpa_fused_rule(TensorList in, const Attrs& a) {
   }
   a.get_double("scale");
   a.get_bool("divide");
-  Shape out{q.sizes()[0], q.sizes()[1], q.sizes()[2], v.sizes()[3]};
+  const bool transposed = a.has("transpose_out") && a.get_bool("transpose_out");
+  Shape out = transposed ? Shape{q.sizes()[0], q.sizes()[2], q.sizes()[1], v.sizes()[3]}
+                         : Shape{q.sizes()[0], q.sizes()[1], q.sizes()[2], v.sizes()[3]};
   TensorMeta m = result_meta(out, DType::f32, q.device());
   m.strides = contiguous_strides(out);
   return {m};
@@ -65,12 +68,16 @@ void sdpa_fused_out_kernel(TensorList in, const Attrs& a, const std::vector<Tens
   }
   const Tensor& kt = in[kKt];
   const Tensor k = kt.transpose(-2, -1);
+  const Tensor& q = in[kQ];
   Tensor mask;
   if (in[kMask].defined()) {
-    Shape scores{m[0].sizes[0], m[0].sizes[1], m[0].sizes[2], kt.sizes()[3]};
+    Shape scores{q.sizes()[0], q.sizes()[1], q.sizes()[2], kt.sizes()[3]};
     mask = kernels::broadcast_to(in[kMask], scores);
   }
-  kernels::attention_forward(in[kQ], k, in[kV], mask, static_cast<float>(s), outs[0]);
+  // transpose_out: the output is [B, L, H, Ev]; the kernel writes it through a [B, H, L, Ev] view.
+  const bool transposed = a.has("transpose_out") && a.get_bool("transpose_out");
+  const Tensor out = transposed ? outs[0].transpose(1, 2) : outs[0];
+  kernels::attention_forward(q, k, in[kV], mask, static_cast<float>(s), out);
 }
 
 }  // namespace
@@ -85,7 +92,8 @@ void register_attention_ops(OpRegistry& r) {
                   return outs;
                 },
                 OpCategory::fused,
-                {required("scale", AttrType::real), required("divide", AttrType::boolean)});
+                {required("scale", AttrType::real), required("divide", AttrType::boolean),
+                 optional("transpose_out", AttrType::boolean)});
   op.out_kernel = sdpa_fused_out_kernel;
   r.add(std::move(op));
 }

@@ -232,6 +232,30 @@ TEST(FuseAttentionPass, FusesScaledDotProductAttentionWithAndWithoutMask) {
   }
 }
 
+// bert's and vit's form: the heads moved back beside the embedding and merged. The fused node
+// writes [B, L, H, E] itself (the permute goes) and the merge reshape reads it as a view.
+TEST(FuseAttentionPass, AbsorbsThePermuteThatMergesTheHeads) {
+  register_recorder();
+  CompileOptions o;
+  o.backend = "record_cpu_ops";
+  auto merged = [](const std::vector<Tensor>& a) {
+    Tensor y = scaled_dot_product_attention(a[0], a[1], a[2], a[3]);  // [B, H, L, E]
+    return y.permute({0, 2, 1, 3}).reshape({a[0].sizes()[0], a[0].sizes()[2], -1});
+  };
+  auto f = compile(merged, o);
+  Tensor q = rnd({2, 3, 10, 16}, 1), k = rnd({2, 3, 14, 16}, 2), v = rnd({2, 3, 14, 8}, 3);
+  Tensor mask = rnd({2, 1, 1, 14}, 4);
+  for (int call = 0; call < 3; ++call) {  // records, then runs the plan
+    Tensor got = f({q, k, v, mask})[0];
+    Tensor want = merged({q, k, v, mask});
+    ASSERT_EQ(got.shape(), (std::vector<int64_t>{2, 10, 24}));
+    EXPECT_LT(max_abs_diff(got, want), 2e-5) << "call " << call;
+  }
+  EXPECT_EQ(count("sdpa_fused"), 1);
+  EXPECT_EQ(count("permute"), 1);  // k's transpose (read by the fused node); the heads' one went
+  EXPECT_EQ(count("reshape"), 1);
+}
+
 TEST(FuseAttentionPass, LeavesAttentionWhoseScoresAreUsedElsewhere) {
   register_recorder();
   CompileOptions o;

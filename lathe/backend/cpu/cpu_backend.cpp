@@ -126,7 +126,8 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
     } else if (name == "fuse_attention") {
       FuseAttentionStats s;
       cur = fuse_attention(*cur, &s);
-      summary = lathe::detail::str(s.fused, " fused (", s.masked, " with a mask)");
+      summary = lathe::detail::str(s.fused, " fused (", s.masked, " with a mask, ", s.transposed,
+                                   " writing [B, L, H, E])");
     } else if (name == "merge_linear") {
       MergeLinearStats s;
       cur = merge_linear(*cur, constants, &s);

@@ -81,6 +81,18 @@ Chain match_chain(const ir::Node* mm, const ChainLimits& limits) {
   return c;
 }
 
+// The permute(0, 2, 1, 3) that is the only reader of the attention's result (heads back next to
+// the embedding: bert and vit then reshape to [B, L, H * E]), when the result is no graph output.
+const ir::Node* head_transpose(const ir::Graph& g, const ir::Value* y) {
+  if (y->users().size() != 1) return nullptr;
+  for (const ir::Value* o : g.outputs())
+    if (o == y) return nullptr;
+  const ir::Node* p = y->users()[0];
+  if (!is_op(p, "permute") || p->attrs().get_ints("dims") != std::vector<int64_t>{0, 2, 1, 3})
+    return nullptr;
+  return p;
+}
+
 }  // namespace
 
 std::unique_ptr<ir::Graph> fuse_attention(const ir::Graph& g, FuseAttentionStats* stats) {
@@ -89,7 +101,9 @@ std::unique_ptr<ir::Graph> fuse_attention(const ir::Graph& g, FuseAttentionStats
   auto by_last = collect_chains<Chain>(g, "matmul", match_chain, absorbed);
 
   FuseAttentionStats s;
+  std::unordered_set<const ir::Node*> transposes;  // permutes the fused node absorbs
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
+    if (transposes.count(&n)) return true;  // its output is mapped to the fused node's
     auto it = by_last.find(&n);
     if (it == by_last.end()) return absorbed.count(&n) != 0;  // inside a chain: dropped
     const Chain& c = it->second;
@@ -98,9 +112,21 @@ std::unique_ptr<ir::Graph> fuse_attention(const ir::Graph& g, FuseAttentionStats
                                    c.scale ? copy[c.scale] : nullptr,
                                    c.mask ? copy[c.mask] : nullptr};
     Attrs attrs{{"scale", 1.0}, {"divide", c.divide}};
-    ir::Node* f =
-        copy.graph->add_node(fused_op, std::move(inputs), std::move(attrs), {n.output()->type()});
-    copy.map[n.output()] = f->output();
+    // Writing [B, L, H, E] directly makes the permute a plain value and the reshape after it a
+    // view instead of a copy.
+    const ir::Node* p = head_transpose(g, n.output());
+    ir::ValueType type = n.output()->type();
+    if (p) {
+      attrs.set("transpose_out", true);
+      type = p->output()->type();
+      type.strides = contiguous_strides(type.sizes);
+    }
+    ir::Node* f = copy.graph->add_node(fused_op, std::move(inputs), std::move(attrs), {type});
+    copy.map[p ? p->output() : n.output()] = f->output();
+    if (p) {
+      transposes.insert(p);
+      ++s.transposed;
+    }
     ++s.fused;
     s.masked += c.mask != nullptr;
     return true;
