@@ -144,6 +144,50 @@ void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& ou
   });
 }
 
+void max_pool2d_forward_blocked(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
+  const int64_t block = x.dim() == 5 ? x.sizes()[4].expect_int() : 0;
+  LATHE_CHECK(x.dtype() == DType::f32 && x.dim() == 5 && out.dim() == 5 && x.is_contiguous() &&
+                  out.is_contiguous() && (block == 8 || block == 16) &&
+                  out.sizes()[4].expect_int() == block,
+              "[max_pool2d] the blocked layout takes contiguous f32 [N, C/B, H, W, B] tensors with "
+              "the same block B of 8 or 16, got ",
+              x.shape_string(), " and ", out.shape_string());
+  if (out.numel() == 0) return;
+  auto xs = x.shape(), os = out.shape();
+  const memory::dims src_dims{xs[0], xs[1] * block, xs[2], xs[3]};
+  const memory::dims dst_dims{os[0], os[1] * block, os[2], os[3]};
+  const auto tag = block == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+  const memory::desc src_md(src_dims, memory::data_type::f32, tag);
+  const memory::desc dst_md(dst_dims, memory::data_type::f32, tag);
+  int64_t pr[2];
+  for (int i = 0; i < 2; ++i)
+    pr[i] =
+        right_padding(xs[2 + i], os[2 + i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i]);
+  DnnlKey key;
+  key.add(5).add(block).add(src_dims).add(dst_dims);
+  for (int i = 0; i < 2; ++i)
+    key.add(p.kernel[i]).add(p.stride[i]).add(p.padding[i]).add(pr[i]).add(p.dilation[i]);
+  key.add(dnnl_prepare_threads());
+  auto prim = dnnl_cached_primitive(key, [&] {
+    try {
+      dnnl::pooling_v2_forward::desc d(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src_md, dst_md,
+          {p.stride[0], p.stride[1]}, {p.kernel[0], p.kernel[1]},
+          {p.dilation[0] - 1, p.dilation[1] - 1}, {p.padding[0], p.padding[1]}, {pr[0], pr[1]});
+      dnnl::pooling_v2_forward::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
+      auto r = std::make_shared<DnnlPrimitive>();
+      r->pd = pd;
+      r->prim = dnnl::pooling_v2_forward(pd);
+      r->impl = pd.impl_info_str();
+      return r;
+    } catch (const dnnl::error& e) {
+      throw Error(str("[max_pool2d] oneDNN could not create a blocked max pooling for ",
+                      x.shape_string(), ": ", e.what()));
+    }
+  });
+  dnnl_execute(*prim, {{DNNL_ARG_SRC, dnnl_mem(src_md, x)}, {DNNL_ARG_DST, dnnl_mem(dst_md, out)}});
+}
+
 void avg_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
   if (out.numel() == 0) return;
   if (x.dtype() == DType::f32) {

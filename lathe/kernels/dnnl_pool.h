@@ -24,4 +24,8 @@ void avg_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& ou
 // PyTorch's adaptive windows: start = floor(i*in/out), end = ceil((i+1)*in/out).
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out);
 
+// Max pooling on oneDNN's channel-blocked layouts (the cpu backend's blocked regions): x is a
+// contiguous f32 [N, C/B, H, W, B] and out [N, C/B, OH, OW, B] with the same block B (8 or 16).
+void max_pool2d_forward_blocked(const Tensor& x, const Pool2dParams& p, const Tensor& out);
+
 }  // namespace lathe::detail

@@ -23,6 +23,7 @@
 #include "lathe/kernels/blocked_layout.h"
 #include "lathe/kernels/dnnl_conv.h"
 #include "lathe/kernels/dnnl_matmul.h"
+#include "lathe/kernels/dnnl_pool.h"
 #include "lathe/kernels/elementwise.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
@@ -391,6 +392,28 @@ void conv2d_blocked_out_kernel(TensorList in, const Attrs& a, const std::vector<
                                  post_ops(a, residual));
 }
 
+// max_pool2d_blocked(x): max_pool2d on a blocked value (the output has the input's block), so a
+// pooling between two blocked convolutions needs no reorders around it.
+std::vector<TensorMeta> max_pool2d_blocked_rule(TensorList in, const Attrs& a) {
+  const int64_t block = check_blocked(in[0], "max_pool2d_blocked", "x");
+  auto z = in[0].shape();
+  Tensor x4 = empty_strided(to_shape({z[0], z[1] * block, z[2], z[3]}), to_shape({0, 0, 0, 0}),
+                            in[0].dtype());  // sizes only, for max_pool2d's rule
+  std::vector<TensorMeta> m = LATHE_OP("max_pool2d").shape(std::vector<Tensor>{x4}, a);
+  auto os = to_ints(m[0].sizes);
+  Shape sizes = to_shape({os[0], os[1] / block, os[2], os[3], block});
+  m[0].strides = contiguous_strides(sizes);
+  m[0].sizes = std::move(sizes);
+  m[0].device = in[0].device();
+  return m;
+}
+
+void max_pool2d_blocked_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                                   TensorList outs) {
+  detail::max_pool2d_forward_blocked(in[0].contiguous(),
+                                     detail::pool2d_params(a, "max_pool2d_blocked", true), outs[0]);
+}
+
 }  // namespace
 
 namespace detail {
@@ -429,6 +452,15 @@ void register_fused_ops(OpRegistry& r) {
     blocked.out_kernel = conv2d_blocked_out_kernel;
     blocked.in_place_input = kBresidual;
     r.add(std::move(blocked));
+  }
+  {
+    OpDef pool = define_op("max_pool2d_blocked", 1, max_pool2d_blocked_rule,
+                           allocating(max_pool2d_blocked_out_kernel), OpCategory::pooling,
+                           {required("kernel", T::int_list), required("stride", T::int_list),
+                            required("padding", T::int_list), required("dilation", T::int_list),
+                            required("ceil_mode", T::boolean)});
+    pool.out_kernel = max_pool2d_blocked_out_kernel;
+    r.add(std::move(pool));
   }
   std::vector<AttrSpec> conv_attrs = conv2d_attrs();
   conv_attrs.insert(conv_attrs.end(), {optional("eps", T::real), required("act", T::string),

@@ -70,6 +70,20 @@ struct Built {
     t.strides = m[0].strides;
     return g->add_node(def, std::move(in), std::move(a), {t})->output();
   }
+  ir::Value* max_pool(ir::Value* x, bool ceil_mode) {
+    Attrs a{{"kernel", Shape{3, 3}},
+            {"stride", Shape{2, 2}},
+            {"padding", Shape{1, 1}},
+            {"dilation", Shape{1, 1}},
+            {"ceil_mode", ceil_mode}};
+    const OpDef& def = OpRegistry::global().get("max_pool2d");
+    std::vector<TensorMeta> m = def.shape(std::vector<Tensor>{ir::fake_tensor(x->type())}, a);
+    ir::ValueType t;
+    t.dtype = m[0].dtype;
+    t.sizes = m[0].sizes;
+    t.strides = m[0].strides;
+    return g->add_node(def, {x}, std::move(a), {t})->output();
+  }
 };
 
 std::vector<std::string> op_names(const ir::Graph& g) {
@@ -268,6 +282,44 @@ TEST(BlockedLayoutOps, ToAndFromBlockedMoveEveryElement) {
       EXPECT_EQ(back.contiguous().to_vector<float>(), xv);
     }
   }
+}
+
+// A max pooling between two blocked convolutions runs on the blocked layout too (oneDNN pools
+// nChw16c / nChw8c), with ceil_mode as squeezenet uses it; one after a non-candidate stays.
+TEST(PlanLayoutsPass, MaxPoolingBetweenBlockedConvolutionsStaysBlocked) {
+  for (int64_t B : {8, 16}) {
+    Built b;
+    ir::Value* x = b.input(rnd({2, 16, 11, 11}, 1).to_channels_last());
+    // Weights scaled as initialization does (outputs of order 1, not 10).
+    ir::Value* w1 = b.input(mul(rnd({16, 16, 3, 3}, 2), 0.1));
+    ir::Value* w2 = b.input(mul(rnd({32, 16, 3, 3}, 3), 0.1));
+    ir::Value* y1 = b.conv(x, w1, nullptr, nullptr, 1, 1, "relu");
+    ir::Value* p = b.max_pool(y1, true);
+    ir::Value* y2 = b.conv(p, w2, nullptr, nullptr, 1, 1, "relu");
+    b.g->set_outputs({y2});
+    backend::cpu::PlanLayoutsStats s;
+    auto out = backend::cpu::plan_layouts(*b.g, &s, static_cast<int>(B), false);
+    out->verify();
+    EXPECT_EQ(op_names(*out),
+              (std::vector<std::string>{"to_blocked", "conv2d_blocked", "max_pool2d_blocked",
+                                        "conv2d_blocked", "from_blocked"}))
+        << "block " << B;
+    EXPECT_EQ(s.blocked_pools, 1);
+    for (int call = 0; call < 2; ++call)
+      EXPECT_LT(max_rel_diff(run(*out, b.inputs)[0], run(*b.g, b.inputs)[0]), kTol) << B;
+  }
+  // The input's pooling comes before any blocked value: left as it is.
+  Built b;
+  ir::Value* x = b.input(rnd({1, 16, 9, 9}, 4).to_channels_last());
+  ir::Value* w = b.input(rnd({16, 16, 3, 3}, 5));
+  ir::Value* w2 = b.input(rnd({16, 16, 3, 3}, 6));
+  ir::Value* y = b.conv(b.conv(b.max_pool(x, false), w, nullptr, nullptr, 1, 1, "relu"), w2,
+                        nullptr, nullptr, 1, 1, "relu");
+  b.g->set_outputs({y});
+  backend::cpu::PlanLayoutsStats s;
+  auto out = backend::cpu::plan_layouts(*b.g, &s, 16, false);
+  EXPECT_EQ(op_names(*out).front(), "max_pool2d");
+  EXPECT_EQ(s.blocked_pools, 0);
 }
 
 }  // namespace

@@ -863,6 +863,10 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
       {"conv2d_blocked",
        "conv2d_fused on oneDNN's blocked layouts (cpu backend's plan_layouts); "
        "tests/backend/test_plan_layouts.cpp checks it against conv2d_fused"},
+      {"max_pool2d_blocked",
+       "max_pool2d on oneDNN's blocked layouts (cpu backend's plan_layouts / concat_blocked); "
+       "tests/backend/test_plan_layouts.cpp and test_concat_blocked.cpp check it against "
+       "max_pool2d"},
   };
   // The gradient ops that vjp rules call (lathe/ops/backward_ops.h) are PyTorch's gradients,
   // not ops of torch's functional API: tests/autograd/test_grads_oracle.cpp checks them against

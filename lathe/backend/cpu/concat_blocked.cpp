@@ -51,8 +51,20 @@ std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats
     if (matches(n)) cats.insert(n);
   const OpDef& cat_op = LATHE_OP("cat");
   const OpDef& from_op = LATHE_OP("from_blocked");
+  const OpDef& pool_op = LATHE_OP("max_pool2d_blocked");
   ConcatBlockedStats s;
-  std::unordered_map<const ir::Value*, ir::Value*> blocked_of;  // old concat -> blocked concat
+  // old channels-last value (a concat, a pooling of one) -> its blocked replacement
+  std::unordered_map<const ir::Value*, ir::Value*> blocked_of;
+  // Users of n's value other than a to_blocked (a pooling left channels-last, a graph output)
+  // read one from_blocked of its blocked replacement (dead, and removed by dce, when none does).
+  auto add_channels_last_view = [&](const ir::Node& n, ir::Value* blocked, GraphCopy& copy) {
+    bool channels_last_user = outs.count(n.output()) != 0;
+    for (const ir::Node* u : n.output()->users()) channels_last_user |= !is_op(u, "to_blocked");
+    if (!channels_last_user) return;
+    ir::ValueType t = rule_type(from_op, {blocked}, Attrs{});
+    if (n.output()->type().strides.empty()) t.strides = {};
+    copy.map[n.output()] = copy.graph->add_node(from_op, {blocked}, Attrs{}, {t})->output();
+  };
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
     if (is_op(&n, "to_blocked")) {
       auto it = blocked_of.find(n.inputs()[0]);
@@ -63,19 +75,28 @@ std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats
       ++s.reorders_removed;
       return true;
     }
+    if (is_op(&n, "max_pool2d")) {
+      // Pooling a blocked concat (squeezenet's Fire outputs): pool the blocked value itself.
+      auto it = blocked_of.find(n.inputs()[0]);
+      const ir::ValueType& t = n.output()->type();
+      if (it == blocked_of.end() ||
+          (!t.strides.empty() && !same_sizes(t.strides, channels_last_strides(t.sizes))))
+        return false;
+      ir::Value* b = it->second;
+      ir::Node* bp =
+          copy.graph->add_node(pool_op, {b}, n.attrs(), {rule_type(pool_op, {b}, n.attrs())});
+      blocked_of[n.output()] = bp->output();
+      add_channels_last_view(n, bp->output(), copy);
+      ++s.pools;
+      return true;
+    }
     if (!cats.count(&n)) return false;
     std::vector<ir::Value*> in;
     for (const ir::Value* v : n.inputs()) in.push_back(copy[v->producer()->inputs()[0]]);
     const Attrs attrs{{"dim", int64_t{1}}};
     ir::Node* bc = copy.graph->add_node(cat_op, in, attrs, {rule_type(cat_op, in, attrs)});
     blocked_of[n.output()] = bc->output();
-    bool channels_last_user = outs.count(n.output()) != 0;
-    for (const ir::Node* u : n.output()->users()) channels_last_user |= !is_op(u, "to_blocked");
-    if (channels_last_user) {
-      ir::ValueType t = rule_type(from_op, {bc->output()}, Attrs{});
-      if (n.output()->type().strides.empty()) t.strides = {};
-      copy.map[n.output()] = copy.graph->add_node(from_op, {bc->output()}, Attrs{}, {t})->output();
-    }
+    add_channels_last_view(n, bc->output(), copy);
     for (const ir::Value* v : n.inputs())
       if (v->users().size() == 1 && !outs.count(v)) ++s.reorders_removed;
     ++s.concats;

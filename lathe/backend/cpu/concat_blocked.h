@@ -11,6 +11,9 @@
 //                                                                       when a and b can be
 //                                                                       written into its slices)
 //
+// A max_pool2d of such a concat pools the blocked value (max_pool2d_blocked), and to_blocked
+// readers of the pooling read that, so a pooling between Fire modules costs no reorders.
+//
 // A user of the concat that is not a to_blocked of the same block (a pooling, a graph output)
 // reads one from_blocked of the blocked concat instead. Only when every input is a from_blocked
 // of one block and the concat is channels-last (what from_blocked gives back).
@@ -25,6 +28,7 @@ namespace lathe::backend::cpu {
 struct ConcatBlockedStats {
   int concats = 0;           // concats moved onto blocked values
   int reorders_removed = 0;  // from_blocked / to_blocked nodes no longer on the path
+  int pools = 0;             // max poolings of a blocked concat run blocked (max_pool2d_blocked)
 };
 
 std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats* stats = nullptr);

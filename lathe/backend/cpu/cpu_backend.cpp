@@ -136,12 +136,14 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       PlanLayoutsStats s;
       cur = plan_layouts(*cur, &s);
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout (block ",
-                                   s.block, ", ", s.winograd_convs, " Winograd), ", s.to_blocked,
-                                   " reorders in, ", s.from_blocked, " reorders out");
+                                   s.block, ", ", s.winograd_convs, " Winograd), ", s.blocked_pools,
+                                   " max poolings, ", s.to_blocked, " reorders in, ",
+                                   s.from_blocked, " reorders out");
     } else if (name == "concat_blocked") {
       ConcatBlockedStats s;
       cur = concat_blocked(*cur, &s);
-      summary = lathe::detail::str(s.concats, " concats on blocked values, ", s.reorders_removed,
+      summary = lathe::detail::str(s.concats, " concats and ", s.pools,
+                                   " max poolings on blocked values, ", s.reorders_removed,
                                    " reorders removed");
     } else if (name == "dce") {
       summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");

@@ -50,6 +50,27 @@ bool is_candidate(const ir::Node* n, int64_t B) {
          ((C / groups) % B == 0 && (O / groups) % B == 0);
 }
 
+// A max pooling that can stay on the blocked layout: f32 4-d, static, C a multiple of B, reading
+// the output of a candidate convolution (a pooling right after the stem, which is no candidate,
+// would move the reorder onto its larger input).
+bool is_pool_candidate(const ir::Node* n, int64_t B,
+                       const std::unordered_set<const ir::Node*>& convs) {
+  if (!is_op(n, "max_pool2d")) return false;
+  const ir::Value* x = n->inputs()[kX];
+  if (x->type().dtype != DType::f32 || x->type().sizes.size() != 4 || !all_static(x) ||
+      !all_static(n->output()) || *static_size(x, 1) % B != 0 || !convs.count(x->producer()))
+    return false;
+  const ir::ValueType& yt = n->output()->type();
+  return !yt.strides.empty() && same_sizes(yt.strides, channels_last_strides(yt.sizes));
+}
+
+// Whether candidate u reads y as its activation (a convolution's input or residual, a pooling's
+// input), not as a weight or bias.
+bool reads_as_activation(const ir::Node* u, const ir::Value* y) {
+  if (is_op(u, "max_pool2d")) return u->inputs()[kX] == y;
+  return u->inputs()[kWeight] != y && u->inputs()[kBias] != y;
+}
+
 // A candidate oneDNN can run with its Winograd algorithm on nChw16c.
 bool winograd_candidate(const ir::Node* n) {
   if (!is_candidate(n, 16)) return false;
@@ -95,6 +116,10 @@ std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* st
   std::unordered_set<const ir::Node*> candidates;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_candidate(n, B)) candidates.insert(n);
+  std::unordered_set<const ir::Node*> pools;
+  for (const ir::Node* n : g.nodes())
+    if (B != 0 && is_pool_candidate(n, B, candidates)) pools.insert(n);
+  candidates.insert(pools.begin(), pools.end());
   std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
   std::unordered_set<const ir::Value*> blocked;  // values kept in the blocked layout
   for (const ir::Node* n : candidates) {
@@ -103,7 +128,7 @@ std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* st
     bool all = true;
     for (const ir::Node* u : y->users()) {
       // Read as the input or the residual (not as a weight), by a candidate.
-      all &= candidates.count(u) && u->inputs()[kWeight] != y && u->inputs()[kBias] != y;
+      all &= candidates.count(u) && reads_as_activation(u, y);
     }
     if (all) blocked.insert(y);
   }
@@ -117,6 +142,7 @@ std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* st
   PlanLayoutsStats s;
   s.block = block;
   const OpDef& conv_op = LATHE_OP("conv2d_blocked");
+  const OpDef& pool_op = LATHE_OP("max_pool2d_blocked");
   const OpDef& to_op = LATHE_OP("to_blocked");
   const OpDef& from_op = LATHE_OP("from_blocked");
   std::unordered_map<const ir::Value*, ir::Value*> as_blocked;  // old value -> new blocked one
@@ -142,6 +168,20 @@ std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* st
       return b;
     };
     const auto& in = n.inputs();
+    if (pools.count(&n)) {
+      ir::Value* y = copy.graph
+                         ->add_node(pool_op, {blocked_input(in[kX])}, n.attrs(),
+                                    {blocked_type(n.output()->type())})
+                         ->output();
+      ++s.blocked_pools;
+      as_blocked.emplace(n.output(), y);
+      if (!blocked.count(n.output())) {
+        copy.map[n.output()] =
+            copy.graph->add_node(from_op, {y}, Attrs{}, {n.output()->type()})->output();
+        ++s.from_blocked;
+      }
+      return true;
+    }
     Attrs attrs;
     for (const auto& [name, value] : n.attrs().items())
       if (std::string(name) != "eps") attrs.set(name, value);

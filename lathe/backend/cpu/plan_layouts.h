@@ -21,6 +21,10 @@
 // Its rounding error is a few times the direct algorithm's (docs/benchmarks.md gives the
 // accuracy-mode figures).
 //
+// A max pooling reading a candidate convolution's output joins the region as
+// max_pool2d_blocked (oneDNN pools nChw16c / nChw8c directly), so squeezenet's pools between
+// Fire modules need no reorders.
+//
 // A value stays blocked when it is made by a candidate convolution, is no graph output, and every
 // user is a candidate convolution (reading it as its input or its residual). Candidates: f32,
 // static sizes, no batch-norm inputs, channels and output channels multiples of B, and either
@@ -40,6 +44,7 @@ struct PlanLayoutsStats {
   int blocked_convs = 0;   // convolutions converted
   int to_blocked = 0;      // reorders into the blocked layout
   int from_blocked = 0;    // reorders out of it
+  int blocked_pools = 0;   // max poolings converted (max_pool2d_blocked)
   int winograd_convs = 0;  // of the converted convolutions, those on the Winograd algorithm
 };
 
