@@ -483,9 +483,14 @@ class Executor final : public PlannedExecutable {
     for (size_t k = 0; k < steps_.size(); ++k)
       slow.emplace_back(static_cast<double>(profile_ns_[k]) * 1e-6 / profile_calls_, k);
     std::sort(slow.rbegin(), slow.rend());
-    for (size_t i = 0; i < std::min<size_t>(slow.size(), 12); ++i)
-      std::fprintf(stderr, "[lathe.profile]   slowest %-28s %9.3f ms\n",
-                   steps_[slow[i].second].name.c_str(), slow[i].first);
+    for (size_t i = 0; i < std::min<size_t>(slow.size(), 12); ++i) {
+      const size_t k = slow[i].second;
+      std::string shape;
+      if (!plans_.empty() && !plans_.back()->steps[k].metas.empty())
+        shape = lathe::detail::str(plans_.back()->steps[k].metas[0].sizes);
+      std::fprintf(stderr, "[lathe.profile]   slowest %-28s %9.3f ms  %s\n",
+                   steps_[k].name.c_str(), slow[i].first, shape.c_str());
+    }
   }
 
   std::vector<Tensor> run_planned(Plan& plan, std::span<const Tensor> inputs) const {
