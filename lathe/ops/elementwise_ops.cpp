@@ -270,6 +270,56 @@ std::vector<Tensor> relu_inplace_kernel(TensorList in, const Attrs&,
 }  // namespace
 
 namespace detail {
+// The fused-program form of the f32 pointwise ops (OpDef::pointwise_instr).
+void register_pointwise_instrs(OpRegistry& r) {
+  using kernels::PwInstr;
+  using kernels::PwOp;
+  using Fact = std::function<std::optional<PwInstr>(const Attrs&)>;
+  auto plain = [](PwOp op) -> Fact { return [op](const Attrs&) { return PwInstr{op}; }; };
+  auto with_alpha = [](PwOp op) -> Fact {
+    return [op](const Attrs& a) {
+      PwInstr in{op};
+      in.c0 = a.has("alpha") ? a.get_double("alpha") : 1.0;
+      return in;
+    };
+  };
+  auto set = [&](const char* name, Fact f) { r.get_mutable(name).pointwise_instr = std::move(f); };
+  set("add", with_alpha(PwOp::add));
+  set("sub", with_alpha(PwOp::sub));
+  for (auto [name, op] : {std::pair{"mul", PwOp::mul},
+                          {"div", PwOp::div},
+                          {"maximum", PwOp::maximum},
+                          {"minimum", PwOp::minimum},
+                          {"neg", PwOp::neg},
+                          {"relu", PwOp::relu},
+                          {"sigmoid", PwOp::sigmoid},
+                          {"tanh", PwOp::tanh},
+                          {"exp", PwOp::exp},
+                          {"hardswish", PwOp::hardswish},
+                          {"hardsigmoid", PwOp::hardsigmoid}})
+    set(name, plain(op));
+  set("gelu", [](const Attrs& a) {
+    return PwInstr{a.get_string("approximate") == "tanh" ? PwOp::gelu_tanh : PwOp::gelu_erf};
+  });
+  set("clamp", [](const Attrs& a) {
+    PwInstr in{PwOp::clamp};
+    in.c0 = a.has("min") ? a.get_double("min") : -std::numeric_limits<double>::infinity();
+    in.c1 = a.has("max") ? a.get_double("max") : std::numeric_limits<double>::infinity();
+    return in;
+  });
+  set("hardtanh", [](const Attrs& a) {
+    PwInstr in{PwOp::clamp};
+    in.c0 = a.get_double("min_val");
+    in.c1 = a.get_double("max_val");
+    return in;
+  });
+  set("mul_scalar", [](const Attrs& a) {
+    PwInstr in{PwOp::scale};
+    in.c0 = a.get_double("other");
+    return in;
+  });
+}
+
 void register_elementwise_ops(OpRegistry& r) {
   add_binary(
       r, "add", BinKind::arith, [](auto x, auto y, auto al) { return x + al * y; }, true);
@@ -401,6 +451,7 @@ void register_elementwise_ops(OpRegistry& r) {
     op.functional_variant = functional;
     r.add(std::move(op));
   };
+  register_pointwise_instrs(r);
   in_place("add_", 2, add_inplace_kernel, "add", {detail::required("alpha", T::real)});
   in_place("mul_scalar_", 1, mul_scalar_inplace_kernel, "mul_scalar",
            {detail::required("other", T::real)});

@@ -25,8 +25,10 @@
 #include "lathe/kernels/dnnl_matmul.h"
 #include "lathe/kernels/dnnl_pool.h"
 #include "lathe/kernels/elementwise.h"
+#include "lathe/kernels/pointwise_program.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
+#include "lathe/ops/shape_util.h"
 
 namespace lathe {
 namespace {
@@ -392,6 +394,65 @@ void conv2d_blocked_out_kernel(TensorList in, const Attrs& a, const std::vector<
                                  post_ops(a, residual));
 }
 
+// ---- pointwise_fused(inputs...): a chain of f32 pointwise ops as one program (the cpu
+// backend's fuse_pointwise). Attributes: "program" (kernels::PointwiseProgram's text form) and,
+// when the chain's result had a known layout, its "strides" ----
+
+struct PointwiseFusedAttrs final : ParsedAttrs {
+  kernels::PointwiseProgram program;
+};
+
+std::shared_ptr<const ParsedAttrs> parse_pointwise_fused(const Attrs& a) {
+  auto p = std::make_shared<PointwiseFusedAttrs>();
+  p->program = kernels::PointwiseProgram::parse(a.get_string("program"));
+  return p;
+}
+
+std::vector<TensorMeta> pointwise_fused_rule(TensorList in, const Attrs& a) {
+  LATHE_CHECK(!in.empty(), "[pointwise_fused] takes at least one input");
+  Shape sizes = in[0].sizes();
+  for (size_t i = 0; i < in.size(); ++i) {
+    LATHE_CHECK(in[i].defined() && in[i].dtype() == DType::f32, "[pointwise_fused] input ", i,
+                " must be a defined f32 tensor, got ",
+                in[i].defined() ? in[i].shape_string() : "undefined");
+    sizes = broadcast_shapes(sizes, in[i].sizes(), "pointwise_fused");
+  }
+  const auto* parsed = a.parsed<PointwiseFusedAttrs>();
+  const int reads = parsed ? parsed->program.num_inputs
+                           : kernels::PointwiseProgram::parse(a.get_string("program"),
+                                                              static_cast<int>(in.size()))
+                                 .num_inputs;
+  LATHE_CHECK(reads <= static_cast<int>(in.size()), "[pointwise_fused] the program reads ", reads,
+              " inputs, the node has ", in.size());
+  TensorMeta m = result_meta(sizes, DType::f32, in[0].device());
+  if (a.has("strides")) {
+    m.strides = a.get_shape("strides");
+    LATHE_CHECK(m.strides.size() == sizes.size(), "[pointwise_fused] strides ", m.strides,
+                " do not fit the result's sizes ", sizes);
+  }
+  return {m};
+}
+
+void pointwise_fused_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                                TensorList outs) {
+  if (const auto* p = a.parsed<PointwiseFusedAttrs>()) {
+    kernels::run_pointwise(p->program, in, outs[0]);
+    return;
+  }
+  kernels::run_pointwise(
+      kernels::PointwiseProgram::parse(a.get_string("program"), static_cast<int>(in.size())), in,
+      outs[0]);
+}
+
+std::vector<Tensor> pointwise_fused_kernel(TensorList in, const Attrs& a,
+                                           const std::vector<TensorMeta>& m) {
+  // Without recorded strides the result takes its inputs' layout, as each op of the chain did.
+  Tensor out = m[0].strides.empty() ? alloc_output(m[0].sizes, m[0].dtype, in)
+                                    : empty_strided(m[0].sizes, m[0].strides, m[0].dtype);
+  pointwise_fused_out_kernel(in, a, m, {&out, 1});
+  return {out};
+}
+
 // max_pool2d_blocked(x): max_pool2d on a blocked value (the output has the input's block), so a
 // pooling between two blocked convolutions needs no reorders around it.
 std::vector<TensorMeta> max_pool2d_blocked_rule(TensorList in, const Attrs& a) {
@@ -452,6 +513,15 @@ void register_fused_ops(OpRegistry& r) {
     blocked.out_kernel = conv2d_blocked_out_kernel;
     blocked.in_place_input = kBresidual;
     r.add(std::move(blocked));
+  }
+  {
+    OpDef pw = define_op("pointwise_fused", -1, pointwise_fused_rule, pointwise_fused_kernel,
+                         OpCategory::fused,
+                         {required("program", T::string), optional("strides", T::int_list)});
+    pw.out_kernel = pointwise_fused_out_kernel;
+    pw.parse_attrs = parse_pointwise_fused;
+    pw.in_place_input = 0;  // each tile reads its inputs before writing the same elements
+    r.add(std::move(pw));
   }
   {
     OpDef pool = define_op("max_pool2d_blocked", 1, max_pool2d_blocked_rule,

@@ -10,6 +10,7 @@
 
 #include "lathe/core/dispatch_mode.h"
 #include "lathe/core/tensor.h"
+#include "lathe/kernels/pointwise_program.h"
 #include "lathe/ops/attrs.h"
 
 namespace lathe {
@@ -125,6 +126,10 @@ struct OpDef {
   std::function<std::shared_ptr<const ParsedAttrs>(const Attrs&)> parse_attrs = nullptr;
   // The kernel writing into given outputs (see OutKernel); unset for ops that only allocate.
   OutKernel out_kernel = nullptr;
+  // For a pointwise op a fused f32 program can compute (the cpu backend's fuse_pointwise): the
+  // instruction for these attributes, operands left for the pass to fill (input 0 -> a, input 1
+  // -> b); nullopt when these attributes have no such form. Unset: never fused.
+  std::function<std::optional<kernels::PwInstr>(const Attrs&)> pointwise_instr = nullptr;
   // An input whose buffer out_kernel may be handed as its output when that input dies at the
   // op (same sizes, strides and dtype): the residual of a fused conv / linear, which the kernel
   // accumulates into. -1: none (pointwise ops may overwrite any input; the planner knows).

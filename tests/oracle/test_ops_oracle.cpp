@@ -863,6 +863,10 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
       {"conv2d_blocked",
        "conv2d_fused on oneDNN's blocked layouts (cpu backend's plan_layouts); "
        "tests/backend/test_plan_layouts.cpp checks it against conv2d_fused"},
+      {"pointwise_fused",
+       "a chain of pointwise ops as one program (cpu backend's fuse_pointwise) with no single "
+       "PyTorch op; tests/backend/test_fuse_pointwise.cpp checks every instruction against the "
+       "eager op, each of which has oracle cases"},
       {"max_pool2d_blocked",
        "max_pool2d on oneDNN's blocked layouts (cpu backend's plan_layouts / concat_blocked); "
        "tests/backend/test_plan_layouts.cpp and test_concat_blocked.cpp check it against "

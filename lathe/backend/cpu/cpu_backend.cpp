@@ -12,6 +12,7 @@
 #include "lathe/backend/cpu/fuse_attention.h"
 #include "lathe/backend/cpu/fuse_conv.h"
 #include "lathe/backend/cpu/fuse_linear.h"
+#include "lathe/backend/cpu/fuse_pointwise.h"
 #include "lathe/backend/cpu/merge_linear.h"
 #include "lathe/backend/cpu/plan_layouts.h"
 #include "lathe/backend/cpu/rewrite.h"
@@ -61,6 +62,7 @@ const std::vector<std::string>& pass_names() {
       "fuse_conv",        //
       "fuse_linear",      //
       "fuse_attention",   //
+      "fuse_pointwise",   //
       "merge_linear",     //
       "plan_layouts",     //
       "concat_blocked",   //
@@ -128,6 +130,10 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       cur = fuse_attention(*cur, &s);
       summary = lathe::detail::str(s.fused, " fused (", s.masked, " with a mask, ", s.transposed,
                                    " writing [B, L, H, E])");
+    } else if (name == "fuse_pointwise") {
+      FusePointwiseStats s;
+      cur = fuse_pointwise(*cur, &s);
+      summary = lathe::detail::str(s.groups, " groups of ", s.nodes, " pointwise nodes fused");
     } else if (name == "merge_linear") {
       MergeLinearStats s;
       cur = merge_linear(*cur, constants, &s);
