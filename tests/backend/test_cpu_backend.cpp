@@ -299,13 +299,17 @@ TEST(FuseLinearPass, FusesActivationsAndResidualAdds) {
 }
 
 TEST(CpuBackend, PipelineNamesAndDisabling) {
-  EXPECT_EQ(backend::cpu::pass_names(),
-            (std::vector<std::string>{"functionalize", "constant_fold", "fold_batch_norm",
-                                      "fuse_conv", "fuse_linear", "fuse_attention", "merge_linear",
-                                      "plan_layouts", "concat_blocked", "dce"}));
+  EXPECT_EQ(
+      backend::cpu::pass_names(),
+      (std::vector<std::string>{"functionalize", "constant_fold", "fold_batch_norm", "fuse_conv",
+                                "fuse_linear", "fuse_attention", "fuse_pointwise", "merge_linear",
+                                "plan_layouts", "concat_blocked", "dce"}));
   Built b = resnet_tail(false);
-  auto off = backend::cpu::run_passes(*b.g, {"fuse_conv"});
+  auto off = backend::cpu::run_passes(*b.g, {"fuse_conv", "fuse_pointwise"});
   EXPECT_EQ(op_names(*off), (std::vector<std::string>{"conv2d", "batch_norm", "add", "relu"}));
+  // Without fuse_conv, the residual add and relu still fuse with each other.
+  EXPECT_EQ(op_names(*backend::cpu::run_passes(*b.g, {"fuse_conv"})),
+            (std::vector<std::string>{"conv2d", "batch_norm", "pointwise_fused"}));
   auto on = backend::cpu::run_passes(*b.g);
   EXPECT_EQ(op_names(*on), std::vector<std::string>{"conv2d_fused"});
   EXPECT_THROW(backend::cpu::run_passes(*b.g, {"no_such_pass"}), Error);
