@@ -1,9 +1,12 @@
 // Cost of the compiled-call machinery: the guard check of a resnet50 cache entry (one input and
 // every module's structure version), and a compiled call of a trivial graph (one add of
-// 1-element tensors) against the same add run eagerly.
+// 1-element tensors) against the same add run eagerly, and a chain of 100 steps (the cost per
+// step of the planned executor).
 //
 //   ninja -C build bench_compile && ./build/bench_compile --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
+
+#include <cstdlib>
 
 #include "lathe/models/registry.h"
 #include "lathe/nn/module.h"
@@ -72,6 +75,31 @@ void BM_GuardCheckTrivialAdd(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f.check_guards(args));
 }
 BENCHMARK(BM_GuardCheckTrivialAdd);
+
+// The executor's cost per step: a compiled chain of 100 adds of 1-element tensors (fuse_pointwise
+// off, so each add stays a step of its own), guards included; counter us_per_step.
+std::vector<Tensor> add_chain(const std::vector<Tensor>& in) {
+  Tensor x = in[0];
+  for (int i = 0; i < 100; ++i) x = add(x, in[1]);
+  return {x};
+}
+
+void BM_CompiledChain100Steps(benchmark::State& state) {
+  setenv("LATHE_DISABLE_PASSES", "fuse_pointwise", 1);
+  std::vector<Tensor> in = {full({1}, 1.0), full({1}, 2.0)};
+  auto f = compile(add_chain);
+  f(in);
+  unsetenv("LATHE_DISABLE_PASSES");
+  int64_t calls = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f(in));
+    ++calls;
+  }
+  if (f.stats().compiles != 1) state.SkipWithError("recompiled");
+  state.counters["us_per_step"] = benchmark::Counter(
+      static_cast<double>(calls) * 100, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_CompiledChain100Steps);
 
 }  // namespace
 
