@@ -424,7 +424,17 @@ std::vector<TensorMeta> pointwise_fused_rule(TensorList in, const Attrs& a) {
                                  .num_inputs;
   LATHE_CHECK(reads <= static_cast<int>(in.size()), "[pointwise_fused] the program reads ", reads,
               " inputs, the node has ", in.size());
-  TensorMeta m = result_meta(sizes, DType::f32, in[0].device());
+  // The device of the inputs with dims (a 0-d CPU tensor may join device tensors, as in add).
+  Device device = in[0].device();
+  for (const Tensor& t : in)
+    if (t.dim() > 0) {
+      device = t.device();
+      break;
+    }
+  for (const Tensor& t : in)
+    LATHE_CHECK(t.device() == device || t.dim() == 0,
+                "[pointwise_fused] inputs are on different devices: ", device, " and ", t.device());
+  TensorMeta m = result_meta(sizes, DType::f32, device);
   if (a.has("strides")) {
     m.strides = a.get_shape("strides");
     LATHE_CHECK(m.strides.size() == sizes.size(), "[pointwise_fused] strides ", m.strides,

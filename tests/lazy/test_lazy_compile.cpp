@@ -163,3 +163,15 @@ TEST(LazyCompile, FrozenDeviceParametersRefreezeAfterALazyUpdate) {
   EXPECT_EQ(f.stats().compiles, 4);  // each update re-freezes
   EXPECT_EQ(f.num_entries(), 1u);    // and drops the stale entry
 }
+
+// A fused pointwise chain (the cpu backend's fuse_pointwise) whose first input is a 0-d CPU
+// scalar (what `1.0 - x` records) and whose other inputs are on the lazy device, as bert's
+// attention mask is: the fused node is on the lazy device, like the ops it replaces.
+TEST(LazyCompile, FusedPointwiseChainWithACpuScalarStaysOnTheDevice) {
+  CompiledFunction f = compile(
+      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{mul(rsub(a[0], 1.0), -3.0)}; });
+  Tensor x = randn({2, 5}, 6);
+  Tensor y = f({x.to(Device::lazy())})[0];
+  EXPECT_EQ(y.device(), Device::lazy());
+  EXPECT_TRUE(all_close(y.to(Device::cpu()), mul(rsub(x, 1.0), -3.0), 1e-6, 1e-6));
+}
