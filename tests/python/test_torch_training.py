@@ -237,6 +237,71 @@ def test_unsupported_op_in_the_middle_trains_through_both_subgraphs():
     assert_trained_by_lathe(rec, 3)
 
 
+def test_dynamic_batch_trains_with_one_lathe_compile():
+    model = SmallCNN().train()
+    eager = copy.deepcopy(model)
+    rec = Recorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=rec)
+    g = torch.Generator().manual_seed(8)
+    for b in (2, 3, 5, 4):
+        x = torch.randn(b, 3, 12, 12, generator=g)
+        y = torch.randint(0, 5, (b,), generator=g)
+        model.zero_grad()
+        eager.zero_grad()
+        F.cross_entropy(eager(x), y).backward()
+        F.cross_entropy(compiled(x), y).backward()
+        for (name, p), pe in zip(model.named_parameters(), eager.parameters()):
+            assert_close(p.grad, pe.grad, f"batch {b} {name}.grad")
+    # dynamo: a static graph for batch 2, then one with a symbolic batch; Lathe traces the
+    # latter's training entry once, its batch a Lathe symbol.
+    dynamic = [s for s in rec.subgraphs() if s.shapes.any_symbolic]
+    assert dynamic
+    for s in dynamic:
+        assert s.compiled_train.stats()["compiles"] == 1 and s.compiled_train.stats()["calls"] == 3
+
+
+class CloneInTheMiddle(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 4)
+        self.fc2 = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.clone(torch.relu(self.fc1(x))))
+
+
+def test_subgraph_lathe_cannot_train_is_trained_by_pytorch(monkeypatch, caplog):
+    # A lowering whose Lathe code writes in place into a value that requires grad: Lathe's AOT
+    # autograd refuses it (eager Lathe would too), so PyTorch trains that subgraph.
+    def clone_by_copy(x, memory_format=None):
+        y = x * 1.0
+        y.copy_(x)
+        return y
+
+    monkeypatch.setitem(lathe.torch._lowerings.FUNCTIONS, torch.clone,
+                        lathe.torch._lowerings.Lowering(clone_by_copy))
+    model = CloneInTheMiddle()
+    eager = copy.deepcopy(model)
+    rec = Recorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=rec)
+    x = torch.randn(3, 4)
+    with caplog.at_level(logging.WARNING, logger="lathe.torch"):
+        compiled(x).sum().backward()
+    eager(x).sum().backward()
+    for (name, p), pe in zip(model.named_parameters(), eager.parameters()):
+        assert_close(p.grad, pe.grad, name)
+    assert any("cannot compile this subgraph for training" in r.getMessage() and
+               "copy_" in r.getMessage() for r in caplog.records)
+    (sub,) = rec.subgraphs()
+    assert sub.train_fallback
+    with torch.no_grad():  # dynamo compiles a graph for no_grad: it runs in Lathe
+        assert_close(compiled(x), eager(x), "inference after the training fallback")
+    assert rec.subgraphs()[-1].compiled.stats()["calls"] == 1
+    torch._dynamo.reset()  # the patched lowering leaves with this test
+
+
 def test_input_gradients_reach_pytorch():
     model = MLP()
     eager = copy.deepcopy(model)
@@ -287,7 +352,7 @@ def test_retain_graph_second_backward_falls_back_to_pytorch(caplog):
     assert any("retain_graph" in r.getMessage() for r in caplog.records)
 
 
-def test_output_modified_in_place_before_backward_is_handled():
+def test_output_modified_in_place_before_backward_is_handled(caplog):
     class Model(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -310,7 +375,9 @@ def test_output_modified_in_place_before_backward_is_handled():
     out_c.mul_(2.0)
     # Lathe's saved output was overwritten too: the backward is computed by PyTorch instead,
     # from the saved inputs; PyTorch's rerun gives the gradient of sigmoid(fc(x)) * 2.
-    out_c.sum().backward()
+    with caplog.at_level(logging.WARNING, logger="lathe.torch"):
+        out_c.sum().backward()
+    assert any("modified in place" in r.getMessage() for r in caplog.records)
     e2 = copy.deepcopy(model)
     e2.zero_grad()
     (torch.sigmoid(e2.fc(x)) * 2.0).sum().backward()
