@@ -38,7 +38,9 @@ class LatheFunction(torch.autograd.Function):
         ctx.n_args = len(args)
         ctx.non_tensors = {i: a for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
         ctx.save_for_backward(*[a if isinstance(a, torch.Tensor) else None for a in args])
-        outs = [torch.from_dlpack(o) for o in lathe_outputs]
+        # Detached aliases: torch's outputs keep the memory alive, not Lathe's autograd graph
+        # (ctx.lathe_roots holds that until the backward).
+        outs = [torch.from_dlpack(o.detach()) for o in lathe_outputs]
         ctx.roots = [k for k, o in enumerate(lathe_outputs) if o.requires_grad]
         ctx.lathe_roots = [lathe_outputs[k] for k in ctx.roots]
         root_set = set(ctx.roots)
