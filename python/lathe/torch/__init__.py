@@ -378,6 +378,15 @@ class LatheSubgraph(torch.nn.Module):
             self.size_outputs[k] = exprs
         self.n_outputs = len(outs)
         self.tensor_outputs = [k for k in range(len(outs)) if k not in self.size_outputs]
+        # Per tensor output (in tensor_outputs order): the placeholder positions it depends on.
+        reads = {}
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                reads[n] = frozenset([placeholders.index(n)])
+            elif n.op != "output":
+                reads[n] = frozenset().union(*(reads[a] for a in n.all_input_nodes))
+        self.output_inputs = [reads.get(outs[k], frozenset()) if isinstance(outs[k], torch.fx.Node)
+                              else frozenset() for k in self.tensor_outputs]
         self.compiled = self._compile(self.lifted, self.name)
         self.compiled_train = None  # built by the first call that needs grad
         self.train_fallback = False  # Lathe cannot compile this subgraph for training

@@ -33,6 +33,9 @@ class LatheFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, sub, lathe_outputs, leaves, *args):
+        # Outputs no gradient reaches get None (not zeros), so that inputs that only they read
+        # get None too, as in eager (an optimizer skips a None grad, not a zero one).
+        ctx.set_materialize_grads(False)
         ctx.sub = sub
         ctx.leaves = leaves
         ctx.n_args = len(args)
@@ -67,21 +70,25 @@ class LatheFunction(torch.autograd.Function):
         sub = ctx.sub
         roots, ctx.lathe_roots = ctx.lathe_roots, None
         ctx.out_versions = None
-        leaves = ctx.leaves
+        used = [j for j, k in enumerate(ctx.roots) if grads[k] is not None]
+        result = [None] * ctx.n_args
+        if not used:
+            return (None,) * (n_front + ctx.n_args)
+        # The inputs the used outputs read (FX reachability); the others keep a None gradient.
+        reached = set().union(*(sub.output_inputs[ctx.roots[j]] for j in used))
+        leaves = {i: leaf for i, leaf in ctx.leaves.items() if i in reached}
         for leaf in leaves.values():
             leaf.grad = None
-        if roots:
-            lathe_grads = [lathe.from_dlpack(grads[k].detach()) for k in ctx.roots]
-            try:
-                lathe.backward(roots, lathe_grads)
-            except lathe.Error as e:
-                raise lathe.Error(f"[lathe.torch] {sub.name}: Lathe's compiled backward failed: "
-                                  f"{e}") from e
-        result = [None] * ctx.n_args
-        for i, leaf in leaves.items():
+        try:
+            lathe.backward([roots[j] for j in used],
+                           [lathe.from_dlpack(grads[ctx.roots[j]].detach()) for j in used])
+        except lathe.Error as e:
+            raise lathe.Error(f"[lathe.torch] {sub.name}: Lathe's compiled backward failed: "
+                              f"{e}") from e
+        for i, leaf in ctx.leaves.items():
             g = leaf.grad
             leaf.grad = None
-            if g is not None:
+            if g is not None and i in leaves:
                 result[i] = torch.from_dlpack(g)
         return (None,) * n_front + tuple(result)
 
@@ -112,7 +119,8 @@ def torch_backward(ctx, grads, reason):
         outs = sub.gm(*args)
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         outs = [outs[k] for k in sub.tensor_outputs]
-        pairs = [(outs[k], grads[k]) for k in ctx.roots if outs[k].requires_grad]
+        pairs = [(outs[k], grads[k]) for k in ctx.roots
+                 if outs[k].requires_grad and grads[k] is not None]
         if not pairs or not wrt:
             return (None,) * ctx.n_args
         gs = torch.autograd.grad([o for o, _ in pairs], [args[i] for i in wrt],
