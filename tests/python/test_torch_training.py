@@ -129,6 +129,15 @@ def test_cnn_with_batchnorm_in_train_mode_matches_eager():
     assert model.bn1.num_batches_tracked.item() == 3
 
 
+def test_cnn_in_eval_mode_fine_tunes_like_eager():
+    # BatchNorm in eval mode (running statistics read, not written) with grad enabled.
+    model = SmallCNN()
+    with torch.no_grad():
+        model(torch.randn(8, 3, 12, 12))  # running statistics away from 0 / 1
+    rec = train_both(model.eval(), cnn_batches(), F.cross_entropy, steps=3)
+    assert_trained_by_lathe(rec, 3)
+
+
 def test_frozen_parameters_get_no_grad():
     model = SmallCNN().train()
     for p in model.conv1.parameters():
