@@ -10,6 +10,7 @@ autograd node. LatheFunction ties that node into torch's autograd graph:
 - backward passes torch's output gradients to lathe.backward, which runs the compiled backward
   and accumulates into the Lathe leaves' .grad; those come back to torch (DLPack) as the
   gradients of the matching inputs, and torch accumulates them into param.grad as for any op.
+  Inputs that only outputs without a gradient read get None, as in eager.
 
 What Lathe's backward cannot do is done by PyTorch on the same subgraph (the FX module), with
 one log line per subgraph and reason: double backward (create_graph=True), a second backward
