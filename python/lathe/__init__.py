@@ -21,9 +21,11 @@ from ._C import (  # noqa: F401  (the public API)
     adaptive_avg_pool2d, batch_norm, layer_norm, softmax, log_softmax, dropout, embedding,
     nll_loss, cross_entropy, scaled_dot_product_attention, cat, stack, split, chunk, sum, mean,
     amax, amin, max, min, argmax, argmin, var, std, backend_names, set_compile_logs,
-    CompiledFunction, SymInt, mark_dynamic, mark_static,
+    CompiledFunction, SymInt, mark_dynamic, mark_static, backward, is_grad_enabled,
+    set_grad_enabled,
 )
 from ._C import nn, io, models  # noqa: F401
+from ._autograd import enable_grad, no_grad  # noqa: F401
 from ._compile import compile, metrics  # noqa: F401
 from ._tensor import from_dlpack, from_numpy, tensor  # noqa: F401
 from . import _logs

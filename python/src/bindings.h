@@ -15,7 +15,10 @@ void bind_tensor(nb::module_& m);   // tensor_bindings.cpp: Tensor, dtypes, fact
 void bind_ops(nb::module_& m);      // ops_bindings.cpp: the functional ops
 void bind_nn(nb::module_& m);       // nn_bindings.cpp: lathe.nn, lathe.io, lathe.models
 void bind_compile(nb::module_& m);  // compile_bindings.cpp: lathe.compile, logs, metrics
-void bind_sym(nb::module_& m);      // sym_bindings.cpp: lathe.SymInt, mark_dynamic/mark_static
+// autograd_bindings.cpp: Tensor.requires_grad/grad/backward, lathe.backward, grad mode (called by
+// bind_tensor with the Tensor class).
+void bind_autograd(nb::module_& m, nb::class_<Tensor>& t);
+void bind_sym(nb::module_& m);  // sym_bindings.cpp: lathe.SymInt, mark_dynamic/mark_static
 
 // A tensor's sizes as Python ints; a symbolic size (inside lathe.compile) is specialized with a
 // guard, so code that reads it stays correct for the traced shapes.

@@ -189,6 +189,7 @@ void bind_tensor(nb::module_& m) {
           nb::arg("max_version").none() = nb::none(), nb::arg("dl_device").none() = nb::none(),
           nb::arg("copy").none() = nb::none())
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); });
+  bind_autograd(m, t);
 
   m.def("_from_dlpack", &from_dlpack_object, nb::arg("obj"));
 

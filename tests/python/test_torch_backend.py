@@ -166,12 +166,18 @@ def test_parameters_are_lifted_once_and_updates_are_seen():
         assert sub.compiled.stats()["compiles"] == 1
 
 
-def test_grad_mode_with_trainable_inputs_falls_back_to_pytorch():
+def test_grad_mode_with_trainable_inputs_trains_through_lathe():
+    # More in test_torch_training.py.
     model = torch.nn.Linear(3, 2)
+    rec = Recorder()
     torch._dynamo.reset()
-    out = torch.compile(model, backend="lathe")(torch.randn(2, 3))
-    out.sum().backward()  # autograd still works: the graph ran in PyTorch
-    assert model.weight.grad is not None
+    x = torch.randn(2, 3)
+    out = torch.compile(model, backend=rec)(x)
+    out.sum().backward()
+    (sub,) = rec.subgraphs()
+    assert sub.compiled_train.stats()["compiles"] == 1 and not sub.train_fallback
+    assert_close_harness(model.weight.grad, torch.ones(2, 1) * x.sum(0), tol=1e-5)
+    assert_close_harness(model.bias.grad, torch.full((2,), 2.0), tol=1e-5)
 
 
 class IntegerMatmul(torch.nn.Module):

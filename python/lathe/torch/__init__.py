@@ -29,8 +29,26 @@ recompile limit), and a subgraph Lathe cannot trace with symbols is traced with 
 A subgraph that Lathe rejects when it traces it (a lathe.Error the argument checks did not foresee)
 runs in PyTorch from then on, with one log line saying why.
 
-Training: Lathe has no autograd through this backend yet; a call with grad enabled and an input
-that requires grad runs the captured graph in PyTorch instead (logged once).
+Training (a call with grad enabled where an input, parameter or buffer requires grad) maps onto
+Lathe's AOT autograd:
+- the graph was partitioned knowing it trains (dynamo guards grad mode): random ops (dropout) stay
+  in PyTorch, whose generator then gives eager's masks;
+- each Lathe subgraph has a second lathe.compile'd function for training calls. Its lifted
+  parameters are aliases of the inference ones (same memory, same version counter) with
+  requires_grad as in torch, and per-call tensors requiring grad enter as fresh Lathe leaves.
+  Lathe traces it with grad on and compiles a forward and, from the ops' vjp rules, a backward;
+  the call returns Lathe outputs holding one autograd node (lathe/trace/aot_autograd.h);
+- one torch.autograd.Function node (lathe.torch._training.LatheFunction) per call hands the
+  outputs to torch (DLPack) and, in torch's backward, passes the output gradients to
+  lathe.backward, which runs the compiled backward; the Lathe leaves' .grad go back to torch as
+  the inputs' gradients (DLPack), and torch accumulates them into param.grad. BatchNorm's running
+  statistics are written in place by Lathe's forward through the zero-copy views; the optimizer's
+  in-place updates are seen by the next call (torch's version counter -> Lathe's).
+What Lathe cannot do falls back to PyTorch with one log line each: a subgraph Lathe cannot
+compile for training (an op without a vjp, ...) is trained by PyTorch from then on (its inference
+calls stay in Lathe); double backward (create_graph=True), a second backward through a call
+(retain_graph=True) and an output modified in place by PyTorch before the backward are
+differentiated by PyTorch, which reruns the subgraph from the saved inputs.
 """
 import functools
 import logging
@@ -42,7 +60,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import lathe
-from . import _lowerings
+from . import _lowerings, _training
 from ._lowerings import TORCH_TO_LATHE_DTYPE
 
 __all__ = ["backend", "LatheSubgraph"]
@@ -86,13 +104,18 @@ def _writes_input_used_later(node):
 
 
 class _LatheSupport(OperatorSupportBase):
-    def __init__(self):
+    def __init__(self, training=False):
         self.unsupported = {}  # target name -> reason (for the log)
+        # A graph called with grad: random ops stay in PyTorch (Lathe's compiled training does
+        # not replay random draws in the backward; PyTorch's generator also keeps eager's masks).
+        self.training = training
 
     def _reason(self, node):
         lowering = _lowerings.lookup(node)
         if lowering is None:
             return "no Lathe lowering"
+        if self.training and _lowerings.is_random(node):
+            return "random op in a training graph"
         v = _tensor_meta(node)
         # Size arithmetic (x.size(), s0 * 2) runs on Lathe symbols inside the subgraph.
         if _size_exprs(v) is None:
@@ -312,14 +335,22 @@ class LatheSubgraph(torch.nn.Module):
         self.static_names = [placeholders[i].name for i in self.static_positions]
         self.name = name
         self.lifted = {}  # placeholder / get_attr name -> lathe tensor
+        # The same tensors for training calls: aliases sharing data and version counter, with
+        # requires_grad as on the torch side (Lathe leaves whose .grad the backward fills).
+        self.lifted_train = {}
         self.lifted_sources = [None] * len(self.static_positions)  # the torch tensors lifted
+        self.lifted_requires_grad = [False] * len(self.static_positions)
         # torch's in-place version counter of each, when last seen: an in-place update (an
         # optimizer step, weight.mul_()) is visible through the zero-copy view, but Lathe's caches
         # keyed on contents (reordered weights) must be told.
         self.lifted_versions = [None] * len(self.static_positions)
+        self.attr_requires_grad = False  # a get_attr tensor requiring grad: PyTorch trains it
         for n in gm.graph.nodes:
             if n.op == "get_attr":
-                self.lifted[n.name] = _to_lathe(getattr(gm, n.target))
+                value = getattr(gm, n.target)
+                self.lifted[n.name] = _to_lathe(value)
+                self.lifted_train[n.name] = self.lifted[n.name].detach()
+                self.attr_requires_grad |= bool(getattr(value, "requires_grad", False))
         passed = [i for i in range(len(placeholders)) if i not in set(self.static_positions)]
         fakes = fakes or [_tensor_meta(n) for n in placeholders]
         self.shapes = _DynamicShapes(fakes, passed)
@@ -347,10 +378,22 @@ class LatheSubgraph(torch.nn.Module):
             self.size_outputs[k] = exprs
         self.n_outputs = len(outs)
         self.tensor_outputs = [k for k in range(len(outs)) if k not in self.size_outputs]
-        self.compiled = self._compile()
+        # Per tensor output (in tensor_outputs order): the placeholder positions it depends on.
+        reads = {}
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                reads[n] = frozenset([placeholders.index(n)])
+            elif n.op != "output":
+                reads[n] = frozenset().union(*(reads[a] for a in n.all_input_nodes))
+        self.output_inputs = [reads.get(outs[k], frozenset()) if isinstance(outs[k], torch.fx.Node)
+                              else frozenset() for k in self.tensor_outputs]
+        self.compiled = self._compile(self.lifted, self.name)
+        self.compiled_train = None  # built by the first call that needs grad
+        self.train_fallback = False  # Lathe cannot compile this subgraph for training
+        self.logged_backward_fallbacks = set()  # reasons already logged (lathe.torch._training)
 
-    def _compile(self):
-        interp, lifted = self.interp, self.lifted
+    def _compile(self, lifted, name):
+        interp = self.interp
         n_ph = len(interp.placeholders)
         dynamic_positions = self.dynamic_positions
         shapes = self.shapes
@@ -366,41 +409,64 @@ class LatheSubgraph(torch.nn.Module):
                 out = tuple(out[k] for k in tensor_outputs)
             return tuple(out) if isinstance(out, (tuple, list)) else out
 
-        lathe_fn.__qualname__ = self.name
+        lathe_fn.__qualname__ = name
         # Symbolic dims as Lathe symbols: every size is a symbol (dynamic=True) except the dims
         # marked static per call (self.shapes.mark), i.e. exactly dynamo's symbolic dims.
         return lathe.compile(lathe_fn, dynamic=shapes.any_symbolic, backend=_backend_name(),
-                             name=self.name)
+                             name=name)
 
     def _relift(self, args):
+        """Lifts the parameters and buffers passed in args (once per torch tensor). Returns True
+        when a different tensor (or requires_grad) arrived: the traced graphs captured the old."""
         changed = False
         for k, i in enumerate(self.static_positions):
             src = args[i]
-            if self.lifted_sources[k] is not src:
+            name = self.static_names[k]
+            if self.lifted_sources[k] is not src or \
+                    self.lifted_requires_grad[k] != src.requires_grad:
                 self.lifted_sources[k] = src
                 self.lifted_versions[k] = src._version
-                self.lifted[self.static_names[k]] = _to_lathe(src)
+                self.lifted_requires_grad[k] = src.requires_grad
+                self.lifted[name] = _to_lathe(src)
+                self.lifted_train[name] = self.lifted[name].detach().requires_grad_(
+                    src.requires_grad and src.is_floating_point())
                 changed = True
             elif self.lifted_versions[k] != src._version:
                 self.lifted_versions[k] = src._version
-                self.lifted[self.static_names[k]].bump_version()
+                self.lifted[name].bump_version()  # the training alias shares the counter
         return changed
 
-    def forward(self, *args):
-        if self.torch_fallback or (torch.is_grad_enabled() and any(
-                isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
-            if not self.torch_fallback:
-                logger.warning("[lathe.torch] %s: inputs require grad; running the graph in "
-                               "PyTorch (no autograd through Lathe yet)", self.name)
-                self.torch_fallback = True
-            return self.gm(*args)
-        if self._relift(args) and self.compiled.stats()["calls"] > 0:
-            self.compiled.reset()  # new parameter tensors: the traced graph captured the old ones
-        dyn = [_to_lathe(args[i]) for i in self.dynamic_positions]
+    def _call_lathe(self, compiled, dyn):
         for k, dims in self.mark_static:
             lathe.mark_static(dyn[k], dims)
+        return compiled(*dyn)
+
+    def _results(self, outs, args):
+        """The subgraph's outputs in FX order: torch tensors (outs) and the size outputs."""
+        if self.size_outputs:
+            results = [None] * self.n_outputs
+            for k, t in zip(self.tensor_outputs, outs):
+                results[k] = t
+            for k, exprs in self.size_outputs.items():
+                results[k] = self.shapes.evaluate(exprs, args)
+            return tuple(results) if self.output_is_sequence else results[0]
+        if self.output_is_sequence or len(outs) != 1:
+            return tuple(outs)
+        return outs[0]
+
+    def forward(self, *args):
+        if self.torch_fallback:
+            return self.gm(*args)
+        if torch.is_grad_enabled() and any(
+                isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return self._forward_train(args)
+        if self._relift(args):
+            for c in (self.compiled, self.compiled_train):
+                if c is not None and c.stats()["calls"] > 0:
+                    c.reset()  # new parameter tensors: the traced graph captured the old ones
+        dyn = [_to_lathe(args[i]) for i in self.dynamic_positions]
         try:
-            out = self.compiled(*dyn)
+            out = self._call_lathe(self.compiled, dyn)
         except lathe.Error as e:
             # A call the capability checks let through but Lathe rejects (its message says why):
             # PyTorch runs this subgraph from now on, and gives its own error if the call is bad.
@@ -408,17 +474,49 @@ class LatheSubgraph(torch.nn.Module):
                            "PyTorch from now on: %s", self.name, e)
             self.torch_fallback = True
             return self.gm(*args)
-        if self.size_outputs:
-            results = [None] * self.n_outputs
-            tensors = out if isinstance(out, tuple) else (out,)
-            for k, t in zip(self.tensor_outputs, tensors):
-                results[k] = _to_torch(t)
-            for k, exprs in self.size_outputs.items():
-                results[k] = self.shapes.evaluate(exprs, args)
-            return tuple(results) if self.output_is_sequence else results[0]
-        if isinstance(out, tuple):
-            return tuple(_to_torch(t) for t in out)
-        return _to_torch(out)
+        outs = out if isinstance(out, tuple) else (out,)
+        return self._results([_to_torch(t) for t in outs], args)
+
+    def _forward_train(self, args):
+        """A call that needs grad: Lathe's compiled forward on Lathe leaves, tied into torch's
+        autograd by one LatheFunction node whose backward runs Lathe's compiled backward."""
+        if self.train_fallback:
+            return self.gm(*args)
+        if self.attr_requires_grad:
+            return self._train_in_torch(args, "a module attribute (get_attr) requires grad")
+        if self._relift(args):
+            for c in (self.compiled, self.compiled_train):
+                if c is not None and c.stats()["calls"] > 0:
+                    c.reset()
+        if self.compiled_train is None:
+            self.compiled_train = self._compile(self.lifted_train, self.name + "_train")
+        leaves = {}  # argument position -> Lathe leaf (its .grad is the input's gradient)
+        for k, i in enumerate(self.static_positions):
+            leaf = self.lifted_train[self.static_names[k]]
+            if leaf.requires_grad:
+                leaves[i] = leaf
+        dyn = []
+        for i in self.dynamic_positions:
+            a = args[i]
+            t = _to_lathe(a)
+            if isinstance(a, torch.Tensor) and a.requires_grad and a.is_floating_point():
+                t = t.detach().requires_grad_()  # a fresh leaf per call
+                leaves[i] = t
+            dyn.append(t)
+        try:
+            out = self._call_lathe(self.compiled_train, dyn)
+        except lathe.Error as e:
+            return self._train_in_torch(args, str(e))
+        outs = out if isinstance(out, tuple) else (out,)
+        torch_outs = _training.LatheFunction.apply(self, list(outs), leaves, *args)
+        return self._results(list(torch_outs), args)
+
+    def _train_in_torch(self, args, reason):
+        logger.warning("[lathe.torch] %s: Lathe cannot compile this subgraph for training, "
+                       "PyTorch trains it from now on (inference calls still run in Lathe): %s",
+                       self.name, reason)
+        self.train_fallback = True
+        return self.gm(*args)
 
 
 def _backend_name():
@@ -436,7 +534,11 @@ def backend(gm: torch.fx.GraphModule, example_inputs):
     static_inputs = {n.name for n, ex in zip(placeholders, example_inputs)
                      if _is_static_input(n, ex)}
 
-    support = _LatheSupport()
+    # Dynamo guards grad mode: a graph traced with grad enabled and parameters (or inputs)
+    # requiring grad is called for training.
+    training = torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+    support = _LatheSupport(training)
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     for target, reason in support.unsupported.items():

@@ -229,6 +229,13 @@ def _dropout(x, p=0.5, training=True, inplace=False):
     return x if not training or p == 0 else lathe.dropout(x, p, True)
 
 
+def is_random(node):
+    """True for a call that draws random numbers (dropout in training mode with p > 0)."""
+    if node.op == "call_function" and node.target is F.dropout:
+        return bool(_arg(node, 2, "training", True)) and _arg(node, 1, "p", 0.5) != 0
+    return False
+
+
 @function(F.embedding, check=lambda n: _arg(n, 3, "max_norm") is None)
 def _embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                scale_grad_by_freq=False, sparse=False):
