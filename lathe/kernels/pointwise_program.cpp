@@ -311,13 +311,13 @@ PointwiseProgram PointwiseProgram::parse(const std::string& text, int num_inputs
 
 void run_pointwise(const PointwiseProgram& program, std::span<const Tensor> inputs,
                    const Tensor& out) {
-  LATHE_CHECK(out.dtype() == DType::f32 && out.is_non_overlapping_and_dense(),
-              "[pointwise_fused] the output must be dense f32, got ", out.shape_string());
   LATHE_CHECK(static_cast<int>(inputs.size()) >= program.num_inputs,
               "[pointwise_fused] the program reads ", program.num_inputs, " inputs, got ",
               inputs.size());
   const int64_t total = out.numel();
-  if (total == 0) return;
+  if (total == 0) return;  // (any strides: an empty tensor is not "dense")
+  LATHE_CHECK(out.dtype() == DType::f32 && out.is_non_overlapping_and_dense(),
+              "[pointwise_fused] the output must be dense f32, got ", out.shape_string());
   std::vector<Source> src(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];

@@ -204,6 +204,22 @@ TEST(FusePointwisePass, LeavesValuesReadElsewhereBroadcastIntermediatesAndOtherD
   for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(max_abs_diff(got[i], want[i]), 1e-5) << i;
 }
 
+// The fused node computes at the root's place: a write between a member and the root (a graph
+// functionalize could not rewrite) would be read across, so such a group stays apart. Found by
+// CompileFuzz (seed 20261249: sigmoid of a view read after a mul_ through it).
+TEST(FusePointwisePass, LeavesGroupsThatSpanAWrite) {
+  Built b;
+  ir::Value* x = b.input(rnd({6}, 1));
+  ir::Value* y = b.node("neg", {x});
+  b.node("relu_", {x});  // writes x between neg and add
+  ir::Value* z = b.node("add", {y, x}, Attrs{{"alpha", 1.0}});
+  b.g->set_outputs({z});
+  backend::cpu::FusePointwiseStats s;
+  auto out = backend::cpu::fuse_pointwise(*b.g, &s);
+  EXPECT_EQ(s.groups, 0);
+  EXPECT_EQ(op_names(*out), (std::vector<std::string>{"neg", "relu_", "add"}));
+}
+
 TEST(FusePointwisePass, IsInThePipelineAndCanBeDisabled) {
   const auto& names = backend::cpu::pass_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "fuse_pointwise"), names.end());

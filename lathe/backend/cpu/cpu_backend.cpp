@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <unordered_set>
 
 #include "lathe/backend/cpu/concat_blocked.h"
 #include "lathe/backend/cpu/constant_fold.h"
@@ -140,7 +141,10 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       summary = lathe::detail::str(s.merged, " linear layers merged into ", s.groups);
     } else if (name == "plan_layouts") {
       PlanLayoutsStats s;
-      cur = plan_layouts(*cur, &s);
+      std::unordered_set<const ir::Value*> constant_inputs;
+      for (const auto& [value, tensor] : constant_values(*cur, constants))
+        constant_inputs.insert(value);
+      cur = plan_layouts(*cur, &s, plan_layouts_block(), plan_layouts_winograd(), &constant_inputs);
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout (block ",
                                    s.block, ", ", s.winograd_convs, " Winograd), ", s.blocked_pools,
                                    " max poolings, ", s.to_blocked, " reorders in, ",

@@ -1,6 +1,7 @@
 #include "lathe/backend/cpu/fuse_pointwise.h"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -72,18 +73,32 @@ std::unique_ptr<ir::Graph> fuse_pointwise(const ir::Graph& g, FusePointwiseStats
   std::unordered_map<const ir::Node*, std::vector<const ir::Node*>> groups;
   for (const ir::Node* n : g.nodes())
     if (instr.count(n)) groups[root_of(parent, n)].push_back(n);  // graph (topological) order
+  // The fused node runs where the group's root was, so every member moves down to it: a group
+  // whose span holds a node that writes (a graph functionalize left with writes, such as one
+  // writing through a view with symbolic sizes) could read a value after its update, and is
+  // left alone. So is a group whose result has no static dense layout on record (symbolic
+  // sizes): the layout eager gives it follows the root's own inputs, which the fused node no
+  // longer has.
+  std::unordered_map<const ir::Node*, size_t> position;
+  for (size_t i = 0; i < g.nodes().size(); ++i) position[g.nodes()[i]] = i;
+  for (auto it = groups.begin(); it != groups.end();) {
+    const std::vector<const ir::Node*>& members = it->second;
+    bool ok = members.size() >= 2 && dense_static(it->first->output()->type());
+    for (size_t i = position.at(members.front()); ok && i < position.at(it->first); ++i)
+      ok = !g.nodes()[i]->has_side_effects();
+    it = ok ? std::next(it) : groups.erase(it);
+  }
   std::unordered_set<const ir::Node*> absorbed;
   for (const auto& [root, members] : groups)
-    if (members.size() >= 2)
-      for (const ir::Node* m : members)
-        if (m != root) absorbed.insert(m);
+    for (const ir::Node* m : members)
+      if (m != root) absorbed.insert(m);
 
   FusePointwiseStats s;
   const OpDef& fused_op = LATHE_OP("pointwise_fused");
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
     if (absorbed.count(&n)) return true;  // computed inside its group's program
     auto it = groups.find(&n);
-    if (it == groups.end() || it->second.size() < 2) return false;
+    if (it == groups.end()) return false;
     const std::vector<const ir::Node*>& members = it->second;
     kernels::PointwiseProgram program;
     std::vector<ir::Value*> inputs;
@@ -107,9 +122,8 @@ std::unique_ptr<ir::Graph> fuse_pointwise(const ir::Graph& g, FusePointwiseStats
       reg[m->output()] = static_cast<int>(program.code.size()) - 1;
     }
     program.num_inputs = static_cast<int>(inputs.size());
-    Attrs attrs{{"program", program.to_string()}};
     const ir::ValueType& type = n.output()->type();
-    if (dense_static(type)) attrs.set("strides", type.strides);
+    Attrs attrs{{"program", program.to_string()}, {"strides", type.strides}};
     ir::Node* f = copy.graph->add_node(fused_op, std::move(inputs), std::move(attrs), {type});
     copy.map[n.output()] = f->output();
     ++s.groups;

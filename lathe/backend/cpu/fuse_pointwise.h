@@ -8,8 +8,10 @@
 // inputs and output are f32, and it is not alone: a producer joins its user's group when the
 // value between them has that user only, is no graph output, and has the user's output sizes
 // (inputs of the group may broadcast; intermediates never do). The group's result keeps the
-// layout tracing recorded ("strides"). Runs after the fusions into oneDNN post-ops, so an
-// activation a conv or linear can absorb is absorbed there first.
+// layout tracing recorded ("strides"); a group is left alone when that layout is not static and
+// dense (symbolic sizes), or when a node that writes lies between its first member and its root
+// (the fused node computes everything at the root's place). Runs after the fusions into oneDNN
+// post-ops, so an activation a conv or linear can absorb is absorbed there first.
 #pragma once
 
 #include <memory>

@@ -102,15 +102,18 @@ int plan_layouts_block() {
   return lathe::detail::dnnl_measured_conv_layout().block;
 }
 
-std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats, int block,
-                                        bool winograd) {
+std::unique_ptr<ir::Graph> plan_layouts(
+    const ir::Graph& g, PlanLayoutsStats* stats, int block, bool winograd,
+    const std::unordered_set<const ir::Value*>* constant_weights) {
   LATHE_CHECK(block == 0 || block == 8 || block == 16,
               "[plan_layouts] the block must be 0, 8 or 16, got ", block);
   // Winograd runs on nChw16c only: a graph with a convolution it can run takes that block.
   std::unordered_set<const ir::Node*> wino;
   if (winograd && block != 8)
     for (const ir::Node* n : g.nodes())
-      if (winograd_candidate(n)) wino.insert(n);
+      if (winograd_candidate(n) &&
+          (!constant_weights || constant_weights->count(n->inputs()[kWeight])))
+        wino.insert(n);
   if (!wino.empty()) block = 16;
   const int64_t B = block;
   std::unordered_set<const ir::Node*> candidates;

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_set>
 
 #include "lathe/ir/graph.h"
 
@@ -57,8 +58,13 @@ bool plan_layouts_winograd();
 int plan_layouts_block();
 
 // `block` 0 and no Winograd convolution leave the graph as it is.
-std::unique_ptr<ir::Graph> plan_layouts(const ir::Graph& g, PlanLayoutsStats* stats = nullptr,
-                                        int block = plan_layouts_block(),
-                                        bool winograd = plan_layouts_winograd());
+// `constant_weights`, when given, limits Winograd to convolutions whose weight is one of these
+// values (frozen constants): its weight transform is cached per weight, so a weight that changes
+// every call (training) would pay it every call, and training keeps the direct algorithm's
+// rounding, which eager has. Without it every eligible convolution qualifies.
+std::unique_ptr<ir::Graph> plan_layouts(
+    const ir::Graph& g, PlanLayoutsStats* stats = nullptr, int block = plan_layouts_block(),
+    bool winograd = plan_layouts_winograd(),
+    const std::unordered_set<const ir::Value*>* constant_weights = nullptr);
 
 }  // namespace lathe::backend::cpu
