@@ -5,7 +5,7 @@
 //   lathe-bench [--performance | --accuracy] [--inference | --training] [--only NAME]
 //               [--backend eager,lazy,compile,compile@interpreter] [--trace-on-lazy]
 //               [--randomize-input] [--batch-size N] [--repeat N] [--warmup N] [--threads N]
-//               [--tolerance X] [--csv FILE] [--image-size N]
+//               [--tolerance X] [--csv FILE] [--image-size N] [--seq-len N]
 //
 // --performance (the default) times every backend alternately in one run (median over --repeat
 // timed calls after --warmup untimed ones) and prints a markdown table of speedups over the
@@ -15,8 +15,9 @@
 // 1.01: a self-test of the check).
 // --training runs a training step instead of a forward (tools/lathe-bench/training.h): forward,
 // cross-entropy on synthetic labels, backward, SGD with momentum; --accuracy --training compares
-// gradients and updated parameters after one step with fp64 eager. --image-size sets the CNNs'
-// input size (224 by default; small sizes make quick tests).
+// gradients and updated parameters after one step with fp64 eager. --image-size sets the input
+// size of the CNNs and of vit (224 by default; vit is then built for that size, with fewer
+// patches) and --seq-len bert's sequence length (128 by default): small sizes make quick tests.
 // Progress goes to stderr, one line per model. See docs/benchmarks.md. The modes' earlier names
 // trace_everytime (lazy) and trace_once[@B] (compile[@B]) are accepted as aliases.
 #include <algorithm>
@@ -62,6 +63,7 @@ struct Args {
   bool accuracy = false;
   bool training = false;
   int64_t image_size = 0;  // 0: the models' default (224)
+  int64_t seq_len = 0;     // 0: bert's default (128)
   std::string only;
   std::vector<std::string> backends = kBackends;
   bool trace_on_lazy = false;
@@ -82,7 +84,7 @@ struct Args {
         "                   [--only NAME] [--backend eager,lazy,compile,compile@interpreter]\n"
         "                   [--trace-on-lazy] [--randomize-input] [--batch-size N] [--repeat N]\n"
         "                   [--warmup N] [--threads N] [--tolerance X] [--csv FILE]\n"
-        "                   [--image-size N]\n"
+        "                   [--image-size N] [--seq-len N]\n"
         "models:";
   for (const auto& n : lathe::models::model_names()) os << " " << n;
   os << "\n";
@@ -124,6 +126,8 @@ Args parse(int argc, char** argv) {
       takes_value = false;
     } else if (f == "--image-size") {
       a.image_size = parse_int(f, v, 32);
+    } else if (f == "--seq-len") {
+      a.seq_len = parse_int(f, v, 1);
     } else if (f == "--trace-on-lazy") {
       a.trace_on_lazy = true;
       takes_value = false;
@@ -179,6 +183,7 @@ Args parse(int argc, char** argv) {
     if (takes_value) ++i;
   }
   if (a.image_size > 0 && !a.training) usage("--image-size applies to --training only");
+  if (a.seq_len > 0 && !a.training) usage("--seq-len applies to --training only");
   if (a.training && a.trace_on_lazy) usage("--trace-on-lazy does not apply to --training");
   // The baseline always runs: eager, or lazy (model and inputs on the lazy device).
   const std::string base = a.trace_on_lazy ? "lazy" : "eager";
@@ -351,8 +356,7 @@ PerfRow bench_model(const std::string& name, const Args& a) {
     const auto t0 = Clock::now();
     runners[k].call(prepared[k]);
     // The first compile backend listed (the default one in "eager,lazy,compile,...").
-    if (is_compile(runners[k].name) && std::isnan(row.compile_s))
-      row.compile_s = seconds_since(t0);
+    if (is_compile(runners[k].name) && std::isnan(row.compile_s)) row.compile_s = seconds_since(t0);
     if (runners[k].name == "lazy") row.lazy_compile_s = lathe::lazy::metrics().compile_s;
   }
   for (int i = 0; i < a.warmup; ++i)
@@ -625,6 +629,7 @@ int main(int argc, char** argv) {
     o.backends = a.backends;
     o.batch = a.batch;
     o.image_size = a.image_size;
+    o.seq_len = a.seq_len;
     o.repeat = a.repeat;
     o.warmup = a.warmup;
     o.tolerance = a.tolerance;

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "lathe/core/grad_mode.h"
@@ -45,10 +46,21 @@ double geomean(const std::vector<double>& v) {
   return v.empty() ? NAN : std::exp(s / static_cast<double>(v.size()));
 }
 
+// vit built for --image-size (the same layers; fewer patches, a shorter position embedding).
+std::optional<lathe::models::ViTConfig> vit_config(const std::string& name,
+                                                   const TrainingOptions& o) {
+  if (name != "vit" || o.image_size == 0) return std::nullopt;
+  lathe::models::ViTConfig c = lathe::models::vit_base_patch16_224_config();
+  c.img_size = o.image_size;
+  return c;
+}
+
 // Inputs at the benchmark's batch (images channels-last, as the inference harness), in `dtype`.
 std::vector<Tensor> make_inputs(const std::string& name, const TrainingOptions& o, DType dtype) {
   lathe::models::InputOptions io;
-  io.image_size = lathe::models::is_cnn(name) ? o.image_size : 0;
+  io.image_size = o.image_size;
+  if (o.seq_len > 0) io.seq_len = o.seq_len;
+  io.vit = vit_config(name, o);
   std::vector<Tensor> inputs = lathe::models::default_inputs(name, o.batch, 1, io);
   for (auto& t : inputs) {
     if (!lathe::is_floating(t.dtype())) continue;
@@ -85,7 +97,7 @@ class SyntheticLoss {
     return loss;
   }
 
- bool has_labels() const { return !labels_.empty(); }
+  bool has_labels() const { return !labels_.empty(); }
 
  private:
   std::vector<Tensor> labels_;
@@ -101,11 +113,13 @@ struct TrainingModel {
 
 // `deterministic` puts the dropout layers in eval mode (the fp64 reference and the f32 run would
 // draw different masks); BatchNorm stays in training mode.
-std::unique_ptr<TrainingModel> make_training_model(const std::string& name, DType dtype,
+std::unique_ptr<TrainingModel> make_training_model(const std::string& name,
+                                                   const TrainingOptions& o, DType dtype,
                                                    bool deterministic) {
   auto m = std::make_unique<TrainingModel>();
   lathe::models::ModelOptions options;
   options.seed = 0;
+  options.vit = vit_config(name, o);
   m->spec = lathe::models::create_model(name, options);
   if (dtype != DType::f32) m->spec->module->to(dtype);
   m->spec->module->train();
@@ -162,6 +176,11 @@ StepFn make_backend_step(const std::string& backend, TrainingModel& m) {
     }
     m.opt->zero_grad();
     Tensor loss = (*compiled)(in)[0];
+    // Past the recompile limit a compiled function runs eagerly: never report that as compile.
+    if (loss.grad_fn_name() != "compiled_backward")
+      throw lathe::Error(lathe::detail::str("[lathe-bench] the compiled training step of ",
+                                            m.spec->name, " ran without its compiled backward (",
+                                            compiled->last_recompile_reason(), ")"));
     loss.backward();
     m.opt->step();
   };
@@ -187,7 +206,7 @@ TrainRow bench_model(const std::string& name, const TrainingOptions& o) {
     models.push_back(nullptr);
     steps.push_back(nullptr);
     if (backend_trains(o.backends[k], &why)) {
-      models.back() = make_training_model(name, DType::f32, false);
+      models.back() = make_training_model(name, o, DType::f32, false);
       steps.back() = make_backend_step(o.backends[k], *models.back());
       active.push_back(static_cast<int>(k));
     }
@@ -229,21 +248,48 @@ TrainRow bench_model(const std::string& name, const TrainingOptions& o) {
   return row;
 }
 
-// allclose of got against ref (rtol = atol / scale = tol, scale = max |ref|, at most 1), as the
-// inference harness compares outputs; also the largest absolute error.
-bool close(const Tensor& got, const Tensor& ref, double tol, double* max_abs) {
-  std::vector<double> x = got.to_vector<double>(), y = ref.to_vector<double>();
-  if (x.size() != y.size()) return false;
-  double scale = 0;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  const double atol = tol * std::min(1.0, scale);
-  bool ok = true;
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.to_vector<double>()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+// max |a - b| (infinite on a size mismatch or a NaN).
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  if (x.size() != y.size()) return INFINITY;
+  double m = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     const double d = std::abs(x[i] - y[i]);
-    if (!(d <= atol + tol * std::abs(y[i]))) ok = false;
-    if (!(d <= *max_abs)) *max_abs = std::isnan(d) ? INFINITY : d;
+    if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
   }
-  return ok;
+  return m;
+}
+
+// The accuracy check, per tensor (gradient or updated parameter): max |got - ref| within
+// tolerance x max |ref| (relative to the tensor's scale, not per element: gradients span many
+// magnitudes within one tensor, and its small elements carry the rounding of its large terms),
+// or within kNoiseFactor x the tensor's f32 rounding noise. The second bound is for tensors whose
+// value f32 cannot resolve, in PyTorch as in Lathe (PyTorch's own f32 step differs from its f64
+// step the same way): a gradient that is zero by structure but a sum of nonzero terms (the bias
+// of a BatchNorm whose output feeds a 1x1 conv and a training-mode BatchNorm, as in
+// mobilenet_v2's and mnasnet's projections; bert's attention key bias, to which softmax is
+// invariant), or one that BatchNorm's backward computes as the small difference of large terms
+// (deep bottlenecks of resnet50 and resnext50 at random init: PyTorch's f32 gradients differ
+// from its f64 ones by up to 0.2-0.6 x max |ref| there). The noise is measured, not assumed:
+// the difference between the eager step and the eager step of a twin whose parameters are moved
+// by a few ulps; rounding in a different order moves such tensors by the same amount.
+constexpr double kNoiseFactor = 4;
+
+// Moves every parameter by a relative 2^-22 or less (a couple of f32 ulps), from a fixed seed.
+void perturb_parameters(TrainingModel& m) {
+  lathe::NoGradGuard no_grad;
+  lathe::Generator gen(4321);
+  constexpr double kRelative = 1.0 / (1 << 22);
+  for (auto& [n, p] : m.params) {
+    const Tensor u = lathe::rand(p.sizes(), p.dtype(), &gen);  // [0, 1)
+    p.copy_(lathe::mul(p, lathe::add(lathe::mul(u, 2 * kRelative), 1.0 - kRelative)));
+  }
 }
 
 // After one step: every parameter's gradient and updated value, by "name.grad" / "name".
@@ -334,11 +380,25 @@ int run_training_accuracy(const TrainingOptions& o, const std::vector<std::strin
   int failures = 0;
   for (const auto& name : names) {
     const auto t0 = Clock::now();
-    auto ref_model = make_training_model(name, DType::f64, true);
+    auto ref_model = make_training_model(name, o, DType::f64, true);
     const std::map<std::string, Tensor> ref = one_step_state(
         *ref_model, make_backend_step("eager", *ref_model), make_inputs(name, o, DType::f64));
     ref_model.reset();
     const std::vector<Tensor> inputs = make_inputs(name, o, DType::f32);
+    // The f32 rounding noise of each tensor: the eager step of the twin (parameters moved by a
+    // few ulps) against the plain eager step.
+    std::map<std::string, Tensor> eager;
+    {
+      auto m = make_training_model(name, o, DType::f32, true);
+      eager = one_step_state(*m, make_backend_step("eager", *m), inputs);
+    }
+    std::map<std::string, double> noise;
+    {
+      auto twin = make_training_model(name, o, DType::f32, true);
+      perturb_parameters(*twin);
+      for (const auto& [key, t] : one_step_state(*twin, make_backend_step("eager", *twin), inputs))
+        if (eager.count(key)) noise[key] = max_abs_diff(eager.at(key), t);
+    }
     md << "| " << name << " |";
     std::ostringstream line;
     line << "[lathe-bench] " << name << " training accuracy (one SGD step vs fp64, " << ref.size()
@@ -350,13 +410,21 @@ int run_training_accuracy(const TrainingOptions& o, const std::vector<std::strin
         line << " " << b << " " << why;
         continue;
       }
-      auto m = make_training_model(name, DType::f32, true);
-      std::map<std::string, Tensor> got = one_step_state(*m, make_backend_step(b, *m), inputs);
+      std::map<std::string, Tensor> got;
+      if (b == "eager") {
+        got = eager;
+      } else {
+        auto m = make_training_model(name, o, DType::f32, true);
+        got = one_step_state(*m, make_backend_step(b, *m), inputs);
+      }
       if (b == o.inject_error)  // proves the check can fail (a test runs it)
         for (auto& [key, t] : got) t = lathe::mul(t, 1.01);
       bool ok = got.size() == ref.size();
       double worst_rel = 0;
       std::string worst;
+      int within_noise = 0;    // tensors that pass by the noise bound only
+      double noise_ratio = 0;  // their largest error / noise
+      std::vector<std::pair<double, std::string>> failed;  // (error / bound, key), for the report
       for (const auto& [key, r] : ref) {
         auto it = got.find(key);
         if (it == got.end()) {
@@ -364,11 +432,18 @@ int run_training_accuracy(const TrainingOptions& o, const std::vector<std::strin
           worst = key + " missing";
           continue;
         }
-        double max_abs = 0;
-        if (!close(it->second, r, o.tolerance, &max_abs)) ok = false;
-        double scale = 0;
-        for (double v : r.to_vector<double>()) scale = std::max(scale, std::abs(v));
-        const double rel = max_abs / std::max(scale, 1e-30);
+        const double err = max_abs_diff(it->second, r), scale = max_abs(r);
+        const double rel = err == 0 ? 0 : scale > 0 ? err / scale : INFINITY;
+        const double noise_bound = kNoiseFactor * noise[key];
+        if (!(rel <= o.tolerance)) {
+          if (err <= noise_bound) {
+            ++within_noise;
+            noise_ratio = std::max(noise_ratio, err / noise[key]);
+          } else {
+            ok = false;
+            failed.emplace_back(err / std::max(o.tolerance * scale, noise_bound), key);
+          }
+        }
         if (!(rel <= worst_rel)) {
           worst_rel = rel;
           worst = key;
@@ -376,10 +451,22 @@ int run_training_accuracy(const TrainingOptions& o, const std::vector<std::strin
       }
       if (!ok) ++failures;
       md << " " << (ok ? "pass" : "FAIL") << " |";
-      char buf[200];
-      std::snprintf(buf, sizeof buf, " %s %s (worst %s: max abs err / max |ref| %.3g)", b.c_str(),
-                    ok ? "pass" : "FAIL", worst.c_str(), worst_rel);
+      char buf[240];
+      std::snprintf(buf, sizeof buf,
+                    " %s %s (worst %s: max abs err / max |ref| %.3g; %d within f32 noise only, "
+                    "at most %.2fx the noise)",
+                    b.c_str(), ok ? "pass" : "FAIL", worst.c_str(), worst_rel, within_noise,
+                    noise_ratio);
       line << buf;
+      if (!failed.empty()) {  // the worst few, to start an investigation from
+        std::sort(failed.rbegin(), failed.rend());
+        line << " [" << failed.size() << " over both bounds, error / larger bound:";
+        for (size_t i = 0; i < std::min<size_t>(failed.size(), 5); ++i) {
+          std::snprintf(buf, sizeof buf, " %s %.3g", failed[i].second.c_str(), failed[i].first);
+          line << buf;
+        }
+        line << "]";
+      }
     }
     char buf[64];
     std::snprintf(buf, sizeof buf, " [%.1f s]", seconds_since(t0));
@@ -388,8 +475,10 @@ int run_training_accuracy(const TrainingOptions& o, const std::vector<std::strin
   }
   std::cout << "lathe-bench --accuracy --training, batch " << o.batch
             << ", fp64 eager reference (dropout off, BatchNorm in training mode); pass: every "
-               "gradient and updated parameter after one SGD step allclose with rtol "
-            << o.tolerance << " and atol " << o.tolerance << " x min(1, max |reference|)\n\n"
+               "gradient and updated parameter after one SGD step within "
+            << o.tolerance << " x max |reference| of the reference, or within " << kNoiseFactor
+            << "x the f32 rounding noise of that tensor (eager step moved by perturbing the "
+               "parameters by a few ulps)\n\n"
             << md.str();
   if (failures > 0) {
     std::cout << "\n" << failures << " failure(s)\n";

@@ -12,7 +12,8 @@ namespace lathe_bench {
 struct TrainingOptions {
   std::vector<std::string> backends;  // backends[0] is the baseline (eager)
   int64_t batch = 1;
-  int64_t image_size = 0;  // CNN input size; 0: 224
+  int64_t image_size = 0;  // CNN and vit input size (vit is built for it); 0: 224
+  int64_t seq_len = 0;     // bert's sequence length; 0: 128
   int repeat = 30;
   int warmup = 3;
   double tolerance = 1e-4;
