@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <tuple>
+#include <utility>
 
 #include "lathe/core/threads.h"
 #include "lathe/kernels/dnnl_common.h"
@@ -204,6 +206,33 @@ void apply_post_ops(const Tensor& conv, const ConvPostOps& post, const Tensor& o
         }
 }
 
+// A probe's f32 tensor of the given layout, filled with a fixed pattern times `scale`.
+Tensor probe_tensor(const Shape& sizes, const Shape& strides, float scale) {
+  Tensor t = empty_strided(sizes, strides, DType::f32);
+  float* p = static_cast<float*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = scale * static_cast<float>((i * 7919) % 201 - 100) / 100.0f;
+  return t;
+}
+
+// The best wall times of `rounds` alternating runs of a and b (after three warm-up runs each:
+// primitives made, weights reordered), in seconds.
+std::pair<double, double> best_alternating(const std::function<void()>& a,
+                                           const std::function<void()>& b, int rounds) {
+  auto time_one = [](const std::function<void()>& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int i = 0; i < 3; ++i) a(), b();
+  double ta = 1e30, tb = 1e30;
+  for (int i = 0; i < rounds; ++i) {
+    ta = std::min(ta, time_one(a));
+    tb = std::min(tb, time_one(b));
+  }
+  return {ta, tb};
+}
+
 }  // namespace
 
 void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias,
@@ -274,38 +303,22 @@ const ConvLayoutChoice& dnnl_measured_conv_layout() {
     c.preferred_block = dnnl_preferred_conv_block();
     if (c.preferred_block == 0) return c;
     const int64_t B = c.preferred_block, C = 64, H = 28;
-    auto filled = [](const Shape& sizes, const Shape& strides, float scale) {
-      Tensor t = empty_strided(sizes, strides, DType::f32);
-      float* p = static_cast<float*>(t.raw_data());
-      for (int64_t i = 0; i < t.numel(); ++i)
-        p[i] = scale * static_cast<float>((i * 7919) % 201 - 100) / 100.0f;
-      return t;
-    };
     const Shape x4 = to_shape({1, C, H, H});
     const Shape cl = to_shape({H * H * C, 1, H * C, C});  // channels-last strides
     const Shape xb = to_shape({1, C / B, H, H, B});
-    Tensor x = filled(x4, cl, 1.0f), y = filled(x4, cl, 0.0f);
-    Tensor xblk = filled(xb, contiguous_strides(xb), 1.0f),
-           yblk = filled(xb, contiguous_strides(xb), 0.0f);
-    Tensor w = filled(to_shape({C, C, 3, 3}), contiguous_strides(to_shape({C, C, 3, 3})), 0.05f);
-    Tensor b = filled(to_shape({C}), to_shape({1}), 0.1f);
+    Tensor x = probe_tensor(x4, cl, 1.0f), y = probe_tensor(x4, cl, 0.0f);
+    Tensor xblk = probe_tensor(xb, contiguous_strides(xb), 1.0f),
+           yblk = probe_tensor(xb, contiguous_strides(xb), 0.0f);
+    Tensor w =
+        probe_tensor(to_shape({C, C, 3, 3}), contiguous_strides(to_shape({C, C, 3, 3})), 0.05f);
+    Tensor b = probe_tensor(to_shape({C}), to_shape({1}), 0.1f);
     Conv2dParams p;
     p.padding[0] = p.padding[1] = 1;
     ConvPostOps post;
     post.act = ConvPostOps::Act::relu;
-    auto time_one = [](const std::function<void()>& f) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    };
-    auto run_cl = [&] { conv2d_forward(x, w, b, p, y, post); };
-    auto run_blk = [&] { conv2d_forward_blocked(xblk, w, b, p, yblk, post); };
-    for (int i = 0; i < 3; ++i) run_cl(), run_blk();  // primitives created, weights reordered
-    c.channels_last_s = c.blocked_s = 1e30;
-    for (int i = 0; i < 9; ++i) {
-      c.channels_last_s = std::min(c.channels_last_s, time_one(run_cl));
-      c.blocked_s = std::min(c.blocked_s, time_one(run_blk));
-    }
+    std::tie(c.channels_last_s, c.blocked_s) =
+        best_alternating([&] { conv2d_forward(x, w, b, p, y, post); },
+                         [&] { conv2d_forward_blocked(xblk, w, b, p, yblk, post); }, 9);
     // Blocked regions pay reorders at their edges: take them only for a clear win.
     c.block = c.blocked_s < 0.95 * c.channels_last_s ? c.preferred_block : 0;
     return c;
@@ -335,34 +348,20 @@ const WinogradChoice& dnnl_measured_winograd() {
     }
     c.available = true;
     const Shape xb = to_shape({1, C / B, H, H, B});
-    auto filled = [](const Shape& sizes, float scale) {
-      Tensor t = empty_strided(sizes, contiguous_strides(sizes), DType::f32);
-      float* p = static_cast<float*>(t.raw_data());
-      for (int64_t i = 0; i < t.numel(); ++i)
-        p[i] = scale * static_cast<float>((i * 7919) % 201 - 100) / 100.0f;
-      return t;
-    };
-    Tensor x = filled(xb, 1.0f), y = filled(xb, 0.0f);
-    Tensor w = filled(to_shape({C, C, 3, 3}), 0.05f), b = filled(to_shape({C}), 0.1f);
+    Tensor x = probe_tensor(xb, contiguous_strides(xb), 1.0f),
+           y = probe_tensor(xb, contiguous_strides(xb), 0.0f);
+    const Shape ws = to_shape({C, C, 3, 3});
+    Tensor w = probe_tensor(ws, contiguous_strides(ws), 0.05f);
+    Tensor b = probe_tensor(to_shape({C}), to_shape({1}), 0.1f);
     Conv2dParams direct;
     direct.padding[0] = direct.padding[1] = 1;
     Conv2dParams wino = direct;
     wino.winograd = true;
     ConvPostOps post;
     post.act = ConvPostOps::Act::relu;
-    auto time_one = [](const std::function<void()>& f) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    };
-    auto run_direct = [&] { conv2d_forward_blocked(x, w, b, direct, y, post); };
-    auto run_wino = [&] { conv2d_forward_blocked(x, w, b, wino, y, post); };
-    for (int i = 0; i < 3; ++i) run_direct(), run_wino();  // primitives made, weights reordered
-    c.direct_s = c.winograd_s = 1e30;
-    for (int i = 0; i < 7; ++i) {
-      c.direct_s = std::min(c.direct_s, time_one(run_direct));
-      c.winograd_s = std::min(c.winograd_s, time_one(run_wino));
-    }
+    std::tie(c.direct_s, c.winograd_s) =
+        best_alternating([&] { conv2d_forward_blocked(x, w, b, direct, y, post); },
+                         [&] { conv2d_forward_blocked(x, w, b, wino, y, post); }, 7);
     c.use = c.winograd_s < 0.9 * c.direct_s;
     return c;
   }();

@@ -21,6 +21,23 @@ int64_t right_padding(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pl,
   return std::max<int64_t>(0, (out - 1) * s + dk - in - pl);
 }
 
+// A oneDNN inference pooling primitive (throws dnnl::error when oneDNN rejects it); `pr` is the
+// right padding (right_padding).
+std::shared_ptr<DnnlPrimitive> make_pool(dnnl::algorithm algo, const memory::desc& src_md,
+                                         const memory::desc& dst_md, const Pool2dParams& p,
+                                         const int64_t pr[2]) {
+  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, algo, src_md, dst_md,
+                                   {p.stride[0], p.stride[1]}, {p.kernel[0], p.kernel[1]},
+                                   {p.dilation[0] - 1, p.dilation[1] - 1},
+                                   {p.padding[0], p.padding[1]}, {pr[0], pr[1]});
+  dnnl::pooling_v2_forward::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
+  auto r = std::make_shared<DnnlPrimitive>();
+  r->pd = pd;
+  r->prim = dnnl::pooling_v2_forward(pd);
+  r->impl = pd.impl_info_str();
+  return r;
+}
+
 // Runs oneDNN pooling; returns false when oneDNN rejects the configuration.
 bool pool_dnnl(const Tensor& x_in, const Pool2dParams& p, dnnl::algorithm algo, const Tensor& out) {
   // Read the input in the output's layout (no copy when they agree, as the shape rule makes
@@ -42,16 +59,7 @@ bool pool_dnnl(const Tensor& x_in, const Pool2dParams& p, dnnl::algorithm algo, 
   key.add(dnnl_prepare_threads());
   auto prim = dnnl_cached_primitive(key, [&]() -> std::shared_ptr<DnnlPrimitive> {
     try {
-      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, algo, src_md, dst_md,
-                                       {p.stride[0], p.stride[1]}, {p.kernel[0], p.kernel[1]},
-                                       {p.dilation[0] - 1, p.dilation[1] - 1},
-                                       {p.padding[0], p.padding[1]}, {pr[0], pr[1]});
-      dnnl::pooling_v2_forward::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
-      auto r = std::make_shared<DnnlPrimitive>();
-      r->pd = pd;
-      r->prim = dnnl::pooling_v2_forward(pd);
-      r->impl = pd.impl_info_str();
-      return r;
+      return make_pool(algo, src_md, dst_md, p, pr);
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -170,16 +178,7 @@ void max_pool2d_forward_blocked(const Tensor& x, const Pool2dParams& p, const Te
   key.add(dnnl_prepare_threads());
   auto prim = dnnl_cached_primitive(key, [&] {
     try {
-      dnnl::pooling_v2_forward::desc d(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src_md, dst_md,
-          {p.stride[0], p.stride[1]}, {p.kernel[0], p.kernel[1]},
-          {p.dilation[0] - 1, p.dilation[1] - 1}, {p.padding[0], p.padding[1]}, {pr[0], pr[1]});
-      dnnl::pooling_v2_forward::primitive_desc pd(d, dnnl_default_attr(), dnnl_engine());
-      auto r = std::make_shared<DnnlPrimitive>();
-      r->pd = pd;
-      r->prim = dnnl::pooling_v2_forward(pd);
-      r->impl = pd.impl_info_str();
-      return r;
+      return make_pool(dnnl::algorithm::pooling_max, src_md, dst_md, p, pr);
     } catch (const dnnl::error& e) {
       throw Error(str("[max_pool2d] oneDNN could not create a blocked max pooling for ",
                       x.shape_string(), ": ", e.what()));

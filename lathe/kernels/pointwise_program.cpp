@@ -71,6 +71,13 @@ inline float erf_scalar(float x) {
   return std::copysign(r, x);
 }
 
+inline float gelu_erf_scalar(float x) {
+  return 0.5f * x * (1.0f + erf_scalar(x * 0.70710678118654752f));
+}
+inline float gelu_tanh_scalar(float x) {
+  return 0.5f * x * (1.0f + tanh_scalar(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
 #ifdef LATHE_HAVE_VEC_EXP2
 inline __m256 exp_avx2(__m256 x) { return exp2_avx2(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e))); }
 inline __m256 sigmoid_avx2(__m256 x) {
@@ -186,16 +193,12 @@ void run_instr(const PwInstr& in, float* y, float* const* reg, int64_t n) {
             const __m256 e = erf_avx2(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
             return _mm256_fmadd_ps(h, e, h);
           },
-          [](float x) { return 0.5f * x * (1.0f + erf_scalar(x * 0.70710678118654752f)); });
+          gelu_erf_scalar);
 #else
-      unary_loop(y, a, n, 0,
-                 [](float x) { return 0.5f * x * (1.0f + erf_scalar(x * 0.70710678118654752f)); });
+      unary_loop(y, a, n, 0, gelu_erf_scalar);
 #endif
       break;
-    case PwOp::gelu_tanh: {
-      auto sf = [](float x) {
-        return 0.5f * x * (1.0f + tanh_scalar(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-      };
+    case PwOp::gelu_tanh:
 #ifdef LATHE_HAVE_VEC_EXP2
       unary_loop(
           y, a, n,
@@ -206,12 +209,11 @@ void run_instr(const PwInstr& in, float* y, float* const* reg, int64_t n) {
             const __m256 h = _mm256_mul_ps(x, _mm256_set1_ps(0.5f));
             return _mm256_fmadd_ps(h, tanh_avx2(inner), h);
           },
-          sf);
+          gelu_tanh_scalar);
 #else
-      unary_loop(y, a, n, 0, sf);
+      unary_loop(y, a, n, 0, gelu_tanh_scalar);
 #endif
       break;
-    }
     case PwOp::clamp:
       // NaN stays NaN (the comparisons are false for it), as clamp does in eager.
       for (int64_t j = 0; j < n; ++j) {

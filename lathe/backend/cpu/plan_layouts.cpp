@@ -157,6 +157,14 @@ std::unique_ptr<ir::Graph> plan_layouts(
     b.strides = contiguous_strides(b.sizes);
     return b;
   };
+  // A converted node's blocked result y; readers outside the region get one from_blocked of it.
+  auto bind_result = [&](const ir::Node& n, ir::Value* y, GraphCopy& copy) {
+    as_blocked.emplace(n.output(), y);
+    if (blocked.count(n.output())) return;
+    copy.map[n.output()] =
+        copy.graph->add_node(from_op, {y}, Attrs{}, {n.output()->type()})->output();
+    ++s.from_blocked;
+  };
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
     if (!converts(&n)) return false;
     auto blocked_input = [&](const ir::Value* v) -> ir::Value* {
@@ -177,12 +185,7 @@ std::unique_ptr<ir::Graph> plan_layouts(
                                     {blocked_type(n.output()->type())})
                          ->output();
       ++s.blocked_pools;
-      as_blocked.emplace(n.output(), y);
-      if (!blocked.count(n.output())) {
-        copy.map[n.output()] =
-            copy.graph->add_node(from_op, {y}, Attrs{}, {n.output()->type()})->output();
-        ++s.from_blocked;
-      }
+      bind_result(n, y, copy);
       return true;
     }
     Attrs attrs;
@@ -203,12 +206,7 @@ std::unique_ptr<ir::Graph> plan_layouts(
                                   std::move(attrs), {blocked_type(n.output()->type())})
                        ->output();
     ++s.blocked_convs;
-    as_blocked.emplace(n.output(), y);
-    if (!blocked.count(n.output())) {
-      copy.map[n.output()] =
-          copy.graph->add_node(from_op, {y}, Attrs{}, {n.output()->type()})->output();
-      ++s.from_blocked;
-    }
+    bind_result(n, y, copy);
     return true;
   });
   if (stats) *stats = s;
