@@ -103,6 +103,26 @@ inline __m256 erf_avx2(__m256 x) {
   const __m256 r = _mm256_fnmadd_ps(_mm256_mul_ps(p, t), e, one);
   return _mm256_or_ps(r, sign);
 }
+inline __m256 gelu_erf_avx2(__m256 x) {
+  const __m256 h = _mm256_mul_ps(x, _mm256_set1_ps(0.5f));
+  const __m256 e = erf_avx2(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
+  return _mm256_fmadd_ps(h, e, h);
+}
+inline __m256 gelu_tanh_avx2(__m256 x) {
+  const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+  const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                     _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+  const __m256 h = _mm256_mul_ps(x, _mm256_set1_ps(0.5f));
+  return _mm256_fmadd_ps(h, tanh_avx2(inner), h);
+}
+#endif
+
+// The vector form of a unary op where AVX2 is compiled in; elsewhere nothing (unary_loop then
+// runs the scalar form on every element).
+#ifdef LATHE_HAVE_VEC_EXP2
+#define LATHE_VEC(f) f
+#else
+#define LATHE_VEC(f) 0
 #endif
 
 // y[j] = f(x[j]) with a vector form V (AVX2) and a scalar form S for the tail.
@@ -164,55 +184,19 @@ void run_instr(const PwInstr& in, float* y, float* const* reg, int64_t n) {
       for (int64_t j = 0; j < n; ++j) y[j] = a[j] > 0.0f ? a[j] : 0.0f;
       break;
     case PwOp::sigmoid:
-#ifdef LATHE_HAVE_VEC_EXP2
-      unary_loop(y, a, n, sigmoid_avx2, sigmoid_scalar);
-#else
-      unary_loop(y, a, n, 0, sigmoid_scalar);
-#endif
+      unary_loop(y, a, n, LATHE_VEC(sigmoid_avx2), sigmoid_scalar);
       break;
     case PwOp::tanh:
-#ifdef LATHE_HAVE_VEC_EXP2
-      unary_loop(y, a, n, tanh_avx2, tanh_scalar);
-#else
-      unary_loop(y, a, n, 0, tanh_scalar);
-#endif
+      unary_loop(y, a, n, LATHE_VEC(tanh_avx2), tanh_scalar);
       break;
     case PwOp::exp:
-#ifdef LATHE_HAVE_VEC_EXP2
-      unary_loop(y, a, n, exp_avx2, exp_scalar);
-#else
-      unary_loop(y, a, n, 0, exp_scalar);
-#endif
+      unary_loop(y, a, n, LATHE_VEC(exp_avx2), exp_scalar);
       break;
     case PwOp::gelu_erf:
-#ifdef LATHE_HAVE_VEC_EXP2
-      unary_loop(
-          y, a, n,
-          [](__m256 x) {
-            const __m256 h = _mm256_mul_ps(x, _mm256_set1_ps(0.5f));
-            const __m256 e = erf_avx2(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
-            return _mm256_fmadd_ps(h, e, h);
-          },
-          gelu_erf_scalar);
-#else
-      unary_loop(y, a, n, 0, gelu_erf_scalar);
-#endif
+      unary_loop(y, a, n, LATHE_VEC(gelu_erf_avx2), gelu_erf_scalar);
       break;
     case PwOp::gelu_tanh:
-#ifdef LATHE_HAVE_VEC_EXP2
-      unary_loop(
-          y, a, n,
-          [](__m256 x) {
-            const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-            const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
-                                               _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
-            const __m256 h = _mm256_mul_ps(x, _mm256_set1_ps(0.5f));
-            return _mm256_fmadd_ps(h, tanh_avx2(inner), h);
-          },
-          gelu_tanh_scalar);
-#else
-      unary_loop(y, a, n, 0, gelu_tanh_scalar);
-#endif
+      unary_loop(y, a, n, LATHE_VEC(gelu_tanh_avx2), gelu_tanh_scalar);
       break;
     case PwOp::clamp:
       // NaN stays NaN (the comparisons are false for it), as clamp does in eager.

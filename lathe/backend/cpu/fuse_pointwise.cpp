@@ -30,22 +30,12 @@ const ir::Node* root_of(std::unordered_map<const ir::Node*, const ir::Node*>& pa
   return n;
 }
 
-// Static, non-overlapping and dense strides (what the fused kernel can write), as a Shape.
+// Static sizes and strides, non-overlapping and dense (what the fused kernel can write).
 bool dense_static(const ir::ValueType& t) {
   if (t.strides.empty() || t.strides.size() != t.sizes.size()) return false;
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
-  for (size_t d = 0; d < t.sizes.size(); ++d) {
-    auto size = t.sizes[d].maybe_int(), stride = t.strides[d].maybe_int();
-    if (!size || !stride) return false;
-    if (*size != 1) dims.emplace_back(*stride, *size);
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t expect = 1;
-  for (auto [stride, size] : dims) {
-    if (stride != expect) return false;
-    expect *= size;
-  }
-  return true;
+  for (size_t d = 0; d < t.sizes.size(); ++d)
+    if (!t.sizes[d].maybe_int() || !t.strides[d].maybe_int()) return false;
+  return ir::fake_tensor(t).is_non_overlapping_and_dense();
 }
 
 }  // namespace
