@@ -4,6 +4,7 @@
 
 #include "lathe/core/threads.h"
 #include "lathe/kernels/dnnl_common.h"
+#include "lathe/kernels/gemv.h"
 
 namespace lathe::detail {
 namespace {
@@ -218,6 +219,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
                     const PostOps& post) {
   if (out.numel() == 0) return;
   if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
+    if (linear_gemv(x, w, bias, out, post)) return;
     linear_dnnl(x, w, bias, out, post);
     return;
   }

@@ -84,11 +84,20 @@ int find_root(std::vector<int>& parent, int s) {
 }
 
 // LATHE_PROFILE=1: every planned call times each step; when the executable goes away it
-// prints where the time went, by op and by the slowest steps (to stderr).
+// prints where the time went, by op and by the slowest steps (to stderr). LATHE_PROFILE=steps
+// also lists every step in order with its time, output sizes and attributes.
 bool profile_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("LATHE_PROFILE");
     return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+bool profile_steps() {
+  static const bool on = [] {
+    const char* v = std::getenv("LATHE_PROFILE");
+    return v && std::string(v) == "steps";
   }();
   return on;
 }
@@ -479,6 +488,17 @@ class Executor final : public PlannedExecutable {
     for (const auto& [ms, name] : ops)
       std::fprintf(stderr, "[lathe.profile]   %-22s %4d steps %9.3f ms %5.1f%%\n", name.c_str(),
                    by_op.at(name).second, ms, total > 0 ? 100 * ms / total : 0.0);
+    if (profile_steps()) {
+      for (size_t k = 0; k < steps_.size(); ++k) {
+        std::string shape;
+        if (!plans_.empty() && !plans_.back()->steps[k].metas.empty())
+          shape = lathe::detail::str(plans_.back()->steps[k].metas[0].sizes);
+        std::fprintf(stderr, "[lathe.profile]   step %3zu %-28s %9.3f ms  %s  %s\n", k,
+                     steps_[k].name.c_str(),
+                     static_cast<double>(profile_ns_[k]) * 1e-6 / profile_calls_, shape.c_str(),
+                     steps_[k].attrs.to_string().c_str());
+      }
+    }
     std::vector<std::pair<double, size_t>> slow;
     for (size_t k = 0; k < steps_.size(); ++k)
       slow.emplace_back(static_cast<double>(profile_ns_[k]) * 1e-6 / profile_calls_, k);
