@@ -11,7 +11,9 @@
 # Prints one markdown table (milliseconds, median of --repeat) with the best peer and the ratio
 # best peer ms / Lathe's compile ms on the default backend (> 1: Lathe is faster), and the
 # seconds of Lathe's first compiled call (trace + compile + one run, the first compile of the
-# model in the process). Progress goes to stderr. Installs
+# model in the process). Every engine is timed the same way: its own calls back to back after a
+# warm-up (lathe-bench --blocked; the peer scripts time one engine per loop), so each sees its
+# own weights in cache, not the previous engine's. Progress goes to stderr. Installs
 # OpenVINO into the project venv when it is missing. About 15 minutes for ten models at batch 1
 # on 2 cores (torch.compile alone takes 7-30 s per model; --no-torch-compile skips it).
 set -euo pipefail
@@ -50,7 +52,7 @@ for b in $BATCHES; do
     echo "[compare_peers] $m batch $b: lathe" >&2
     build/lathe-bench --performance --inference --only "$m" --trace-on-lazy \
       --backend eager,lazy,compile,compile@interpreter --batch-size "$b" --repeat "$REPEAT" \
-      --threads "$THREADS" --csv "$TMP/lathe.csv" >/dev/null 2>"$TMP/lathe.err" ||
+      --threads "$THREADS" --blocked --csv "$TMP/lathe.csv" >/dev/null 2>"$TMP/lathe.err" ||
       { cat "$TMP/lathe.err" >&2; exit 1; }
     read -r le lte lto lti lcs < <(awk -F, 'NR==1 {for (i=1;i<=NF;i++) c[$i]=i}
       NR==2 {print $c["eager_ms"], $c["lazy_ms"], $c["compile_ms"],

@@ -5,11 +5,14 @@
 //   lathe-bench [--performance | --accuracy] [--inference | --training] [--only NAME]
 //               [--backend eager,lazy,compile,compile@interpreter] [--trace-on-lazy]
 //               [--randomize-input] [--batch-size N] [--repeat N] [--warmup N] [--threads N]
-//               [--tolerance X] [--csv FILE] [--image-size N] [--seq-len N]
+//               [--tolerance X] [--csv FILE] [--image-size N] [--seq-len N] [--blocked]
 //
 // --performance (the default) times every backend alternately in one run (median over --repeat
-// timed calls after --warmup untimed ones) and prints a markdown table of speedups over the
-// baseline: eager, or lazy with --trace-on-lazy (compile then traces on the lazy device).
+// timed calls after --warmup untimed ones; --blocked times each backend's calls back to back
+// instead, after one more warm-up call, as the peers in bench/compare_peers.sh are timed: the
+// weights of the backend being timed stay in cache between its calls) and prints a markdown table
+// of speedups over the baseline: eager, or lazy with --trace-on-lazy (compile then traces on the
+// lazy device).
 // --accuracy compares each backend's outputs with an fp64 eager run of the same weights and
 // inputs and exits 1 on any failure (`--inject-error BACKEND` scales that backend's outputs by
 // 1.01: a self-test of the check).
@@ -68,6 +71,7 @@ struct Args {
   std::vector<std::string> backends = kBackends;
   bool trace_on_lazy = false;
   bool randomize_input = false;
+  bool blocked = false;  // time each backend's calls back to back instead of alternating
   int64_t batch = 1;
   int repeat = 30;
   int warmup = 3;
@@ -84,7 +88,7 @@ struct Args {
         "                   [--only NAME] [--backend eager,lazy,compile,compile@interpreter]\n"
         "                   [--trace-on-lazy] [--randomize-input] [--batch-size N] [--repeat N]\n"
         "                   [--warmup N] [--threads N] [--tolerance X] [--csv FILE]\n"
-        "                   [--image-size N] [--seq-len N]\n"
+        "                   [--image-size N] [--seq-len N] [--blocked]\n"
         "models:";
   for (const auto& n : lathe::models::model_names()) os << " " << n;
   os << "\n";
@@ -130,6 +134,9 @@ Args parse(int argc, char** argv) {
       a.seq_len = parse_int(f, v, 1);
     } else if (f == "--trace-on-lazy") {
       a.trace_on_lazy = true;
+      takes_value = false;
+    } else if (f == "--blocked") {
+      a.blocked = true;
       takes_value = false;
     } else if (f == "--randomize-input") {
       a.randomize_input = true;
@@ -362,25 +369,37 @@ PerfRow bench_model(const std::string& name, const Args& a) {
   for (int i = 0; i < a.warmup; ++i)
     for (size_t k = 0; k < runners.size(); ++k) runners[k].call(prepared[k]);
 
-  // Timed calls, alternating backends (the starting backend rotates each round).
+  // Timed calls: alternating backends (the starting backend rotates each round), or with
+  // --blocked each backend's calls back to back after one more untimed call.
   std::vector<std::vector<double>> ms(runners.size());
   lathe::lazy::Metrics lazy_sum;
-  for (int i = 0; i < a.repeat; ++i) {
-    if (a.randomize_input) {
-      std::vector<Tensor> in = make_inputs(name, a.batch, 1000 + static_cast<uint64_t>(i));
-      for (size_t k = 0; k < runners.size(); ++k) prepared[k] = runners[k].prepare(in);
+  auto timed_call = [&](size_t k) {
+    const bool lazy_trace = runners[k].name == "lazy";
+    if (lazy_trace) lathe::lazy::reset_metrics();
+    const auto t0 = Clock::now();
+    std::vector<Tensor> out = runners[k].call(prepared[k]);
+    ms[k].push_back(seconds_since(t0) * 1e3);
+    if (lazy_trace) {
+      add_metrics(lazy_sum, lathe::lazy::metrics());
+      row.lazy_calls++;
     }
-    for (size_t j = 0; j < runners.size(); ++j) {
-      const size_t k = (i + j) % runners.size();
-      const bool lazy_trace = runners[k].name == "lazy";
-      if (lazy_trace) lathe::lazy::reset_metrics();
-      const auto t0 = Clock::now();
-      std::vector<Tensor> out = runners[k].call(prepared[k]);
-      ms[k].push_back(seconds_since(t0) * 1e3);
-      if (lazy_trace) {
-        add_metrics(lazy_sum, lathe::lazy::metrics());
-        row.lazy_calls++;
+  };
+  auto new_inputs = [&](int i) {
+    std::vector<Tensor> in = make_inputs(name, a.batch, 1000 + static_cast<uint64_t>(i));
+    for (size_t k = 0; k < runners.size(); ++k) prepared[k] = runners[k].prepare(in);
+  };
+  if (a.blocked) {
+    for (size_t k = 0; k < runners.size(); ++k) {
+      runners[k].call(prepared[k]);
+      for (int i = 0; i < a.repeat; ++i) {
+        if (a.randomize_input) new_inputs(i);
+        timed_call(k);
       }
+    }
+  } else {
+    for (int i = 0; i < a.repeat; ++i) {
+      if (a.randomize_input) new_inputs(i);
+      for (size_t j = 0; j < runners.size(); ++j) timed_call((i + j) % runners.size());
     }
   }
   row.lazy = lazy_sum;
@@ -466,7 +485,8 @@ int run_performance(const Args& a, const std::vector<std::string>& names) {
   md << "\n";
   std::cout << "lathe-bench --performance --inference, batch " << a.batch << ", "
             << lathe::num_threads() << " threads, median of " << a.repeat
-            << " alternating calls; speedup = " << b[0] << " ms / backend ms"
+            << (a.blocked ? " back-to-back calls per backend" : " alternating calls")
+            << "; speedup = " << b[0] << " ms / backend ms"
             << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
             << md.str();
   // Ratios between two non-baseline backends (e.g. compile over eager with --trace-on-lazy).

@@ -77,9 +77,9 @@ TEST(Gemv, StridedRowsAndOutputs) {
   manual_seed(4);
   const int64_t M = 3, N = 300, K = 1024;
   Tensor wide = randn({N, K + 5});
-  Tensor w = wide.slice(1, 2, 2 + K);        // row stride K + 5
+  Tensor w = wide.slice(1, 2, 2 + K);           // row stride K + 5
   Tensor x = randn({M, K + 9}).slice(1, 0, K);  // row stride K + 9
-  Tensor out = randn({N, M}).t();             // column-major output
+  Tensor out = randn({N, M}).t();               // column-major output
   Tensor b = randn({2 * N}).slice(0, 0, 2 * N, 2);
   auto before = out.contiguous().to_vector<double>();
   ASSERT_TRUE(detail::linear_gemv(x, w, b, out, PostOps{}));
