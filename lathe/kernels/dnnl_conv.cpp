@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <tuple>
 #include <utility>
 
 #include "lathe/core/threads.h"
+#include "lathe/kernels/blocked_layout.h"
 #include "lathe/kernels/dnnl_common.h"
 
 namespace lathe::detail {
@@ -324,6 +328,105 @@ const ConvLayoutChoice& dnnl_measured_conv_layout() {
     return c;
   }();
   return choice;
+}
+
+namespace {
+
+// Probe results by (what, shape, block, threads): measured once per process.
+std::mutex probe_mu;
+std::map<std::vector<int64_t>, double>& probe_cache() {
+  static std::map<std::vector<int64_t>, double> cache;
+  return cache;
+}
+
+template <class F>
+double cached_probe(std::vector<int64_t> key, F&& measure) {
+  key.push_back(dnnl_prepare_threads());
+  {
+    std::lock_guard<std::mutex> lock(probe_mu);
+    auto it = probe_cache().find(key);
+    if (it != probe_cache().end()) return it->second;
+  }
+  const double t = measure();
+  std::lock_guard<std::mutex> lock(probe_mu);
+  probe_cache().emplace(std::move(key), t);
+  return t;
+}
+
+// A probe activation: one storage of numel floats holding a small repeating pattern, viewed with
+// each layout's sizes and strides (the values do not change a convolution's speed).
+Tensor probe_flat(int64_t numel) {
+  Tensor t = empty(to_shape({numel}), DType::f32);
+  float* p = static_cast<float*>(t.raw_data());
+  for (int64_t i = 0; i < numel; ++i) p[i] = 0.01f * static_cast<float>((i & 15) - 8);
+  return t;
+}
+
+double best_of(const std::function<void()>& f, int runs) {
+  f();  // warm-up: primitive, weight reorder
+  double best = 1e30;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+double dnnl_measured_conv_s(const ConvProbeShape& s, int block) {
+  const auto& p = s.p;
+  const int64_t oh = (s.h + 2 * p.padding[0] - p.dilation[0] * (s.kh - 1) - 1) / p.stride[0] + 1;
+  const int64_t ow = (s.w + 2 * p.padding[1] - p.dilation[1] * (s.kw - 1) - 1) / p.stride[1] + 1;
+  const int64_t B = block;
+  const bool depthwise = p.groups == s.c && p.groups == s.o;
+  if (oh <= 0 || ow <= 0 || s.c % p.groups != 0 || s.o % p.groups != 0) return INFINITY;
+  if (B != 0 &&
+      (s.c % B != 0 || s.o % B != 0 ||
+       (p.groups != 1 && !depthwise && ((s.c / p.groups) % B != 0 || (s.o / p.groups) % B != 0))))
+    return INFINITY;
+  std::vector<int64_t> key{1, s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, p.groups, B};
+  for (int i = 0; i < 2; ++i) key.insert(key.end(), {p.stride[i], p.padding[i], p.dilation[i]});
+  return cached_probe(std::move(key), [&] {
+    Tensor x_flat = probe_flat(s.n * s.c * s.h * s.w);
+    Tensor y_all = empty(to_shape({s.n * s.o * oh * ow}), DType::f32);
+    const Shape ws = to_shape({s.o, s.c / p.groups, s.kh, s.kw});
+    Tensor w = probe_tensor(ws, contiguous_strides(ws), 0.05f);
+    Tensor b = probe_tensor(to_shape({s.o}), to_shape({1}), 0.1f);
+    // Enough runs for a stable best, few for slow shapes.
+    const double flops = 2.0 * s.n * s.o * oh * ow * (s.c / p.groups) * s.kh * s.kw;
+    const int runs = flops > 2e8 ? 2 : 3;
+    try {
+      if (B == 0) {
+        const Shape xsz = to_shape({s.n, s.c, s.h, s.w}), ysz = to_shape({s.n, s.o, oh, ow});
+        Tensor x = make_view(x_flat, xsz, channels_last_strides(xsz), 0);
+        Tensor y = make_view(y_all, ysz, channels_last_strides(ysz), 0);
+        return best_of([&] { conv2d_forward(x, w, b, p, y); }, runs);
+      }
+      const Shape xsz = to_shape({s.n, s.c / B, s.h, s.w, B});
+      const Shape ysz = to_shape({s.n, s.o / B, oh, ow, B});
+      Tensor x = make_view(x_flat, xsz, contiguous_strides(xsz), 0);
+      Tensor y = make_view(y_all, ysz, contiguous_strides(ysz), 0);
+      return best_of([&] { conv2d_forward_blocked(x, w, b, p, y); }, runs);
+    } catch (const std::exception&) {
+      return static_cast<double>(INFINITY);  // no kernel for this layout
+    }
+  });
+}
+
+double dnnl_measured_reorder_s(int64_t n, int64_t c, int64_t h, int64_t w, int block) {
+  if (block != 8 && block != 16) return INFINITY;
+  if (c % block != 0) return INFINITY;
+  return cached_probe({2, n, c, h, w, block}, [&] {
+    Tensor x_flat = probe_flat(n * c * h * w);
+    const Shape xsz = to_shape({n, c, h, w});
+    Tensor x = make_view(x_flat, xsz, channels_last_strides(xsz), 0);
+    const Shape bsz = to_shape({n, c / block, h, w, block});
+    Tensor y = empty(bsz, DType::f32);
+    return best_of([&] { lathe::kernels::to_blocked(x, y); }, 3);
+  });
 }
 
 bool winograd_eligible(int64_t channels, int64_t out_channels, int64_t kh, int64_t kw,

@@ -64,6 +64,25 @@ struct WinogradChoice {
 };
 const WinogradChoice& dnnl_measured_winograd();
 
+// One convolution's shape, as a layout probe sees it (f32, no post-ops).
+struct ConvProbeShape {
+  int64_t n = 1, c = 1, h = 1, w = 1;  // input [N, C, H, W]
+  int64_t o = 1, kh = 1, kw = 1;       // weight [O, C/groups, KH, KW]
+  Conv2dParams p;
+};
+
+// The wall time of that convolution on channels-last activations (block 0) or on nChw8c /
+// nChw16c (block 8 / 16), in seconds: best of three runs after a warm-up (the primitive made,
+// the weight reordered), on probe data. Measured once per shape, block and thread count in the
+// process (cached; thread safe); +inf where the block does not divide the channels (or the
+// group's channels), or oneDNN has no kernel. plan_layouts asks it for the memory-bound
+// convolutions of a graph (depthwise, few channels) whose speed depends on the layout.
+double dnnl_measured_conv_s(const ConvProbeShape& s, int block);
+
+// The wall time of the reorder of an [N, C, H, W] activation between channels-last and
+// nChw<block>c, in seconds (to_blocked; from_blocked is as fast), measured and cached as above.
+double dnnl_measured_reorder_s(int64_t n, int64_t c, int64_t h, int64_t w, int block);
+
 // A convolution the blocked Winograd kernel can run: f32 3x3, stride 1, dilation 1, one group,
 // channels and output channels multiples of 16.
 bool winograd_eligible(int64_t channels, int64_t out_channels, int64_t kh, int64_t kw,

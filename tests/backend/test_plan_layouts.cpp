@@ -323,3 +323,61 @@ TEST(PlanLayoutsPass, MaxPoolingBetweenBlockedConvolutionsStaysBlocked) {
 }
 
 }  // namespace
+
+// The per-shape layout probe: finite where the layout applies, +inf where the block does not
+// divide the channels, and measured once (the cached value comes back exactly).
+TEST(PlanLayoutsChoice, ConvProbeTimesEachLayoutOncePerShape) {
+  lathe::detail::ConvProbeShape s;
+  s.n = 1, s.c = 32, s.h = 20, s.w = 20, s.o = 32, s.kh = 3, s.kw = 3;
+  s.p.padding[0] = s.p.padding[1] = 1;
+  s.p.groups = 32;  // depthwise
+  for (int block : {0, 8, 16}) {
+    const double t = lathe::detail::dnnl_measured_conv_s(s, block);
+    EXPECT_GT(t, 0) << block;
+    EXPECT_TRUE(std::isfinite(t)) << block;
+    EXPECT_EQ(lathe::detail::dnnl_measured_conv_s(s, block), t) << "cached, block " << block;
+  }
+  s.c = s.o = s.p.groups = 24;  // 24 channels: nChw16c does not apply
+  EXPECT_TRUE(std::isfinite(lathe::detail::dnnl_measured_conv_s(s, 8)));
+  EXPECT_TRUE(std::isinf(lathe::detail::dnnl_measured_conv_s(s, 16)));
+  EXPECT_TRUE(std::isfinite(lathe::detail::dnnl_measured_reorder_s(1, 24, 20, 20, 8)));
+  EXPECT_TRUE(std::isinf(lathe::detail::dnnl_measured_reorder_s(1, 24, 20, 20, 16)));
+}
+
+// choose_block on an inverted-residual block (all memory-bound convolutions): the three plans'
+// costs are measured and the block taken is the cheapest by the 5% rule; the plan with it runs
+// the same numbers as the graph. A graph with a Winograd convolution takes 16 unmeasured; one
+// that no block would change takes the machine's block.
+TEST(PlanLayoutsChoice, ChoosesTheMeasuredCheapestBlock) {
+  Built b = block(false);
+  const backend::cpu::BlockChoice c = backend::cpu::choose_block(*b.g, false);
+  EXPECT_FALSE(c.winograd);
+  EXPECT_GT(c.probed_convs, 0);
+  EXPECT_GT(c.cost_s[0], 0);
+  EXPECT_TRUE(std::isfinite(c.cost_s[1]));  // 16 and 24 channels: nChw8c plans all three
+  double best = c.cost_s[0];
+  int want = 0;
+  for (int k : {1, 2})
+    if (c.cost_s[k] < 0.95 * c.cost_s[0] && c.cost_s[k] < best) best = c.cost_s[k], want = 8 * k;
+  EXPECT_EQ(c.block, want);
+  backend::cpu::PlanLayoutsStats s;
+  auto out = backend::cpu::plan_layouts(*b.g, &s, c.block, false);
+  EXPECT_LT(max_rel_diff(run(*out, b.inputs)[0], run(*b.g, b.inputs)[0]), kTol);
+
+  Built w;
+  ir::Value* x = w.input(rnd({1, 16, 12, 12}, 6).to_channels_last());
+  ir::Value* wt = w.input(rnd({16, 16, 3, 3}, 7));
+  w.g->set_outputs({w.conv(x, wt, nullptr, nullptr, 1, 1, "relu")});
+  const auto& wino = lathe::detail::dnnl_measured_winograd();
+  const backend::cpu::BlockChoice cw = backend::cpu::choose_block(*w.g, true);
+  if (wino.available) {
+    EXPECT_TRUE(cw.winograd);
+    EXPECT_EQ(cw.block, 16);
+  }
+  // Without Winograd no block converts a lone convolution (no region to keep blocked): nothing
+  // is measured.
+  const backend::cpu::BlockChoice cd = backend::cpu::choose_block(*w.g, false);
+  EXPECT_FALSE(cd.winograd);
+  EXPECT_EQ(cd.probed_convs, 0);
+  EXPECT_EQ(cd.block, backend::cpu::plan_layouts_block());
+}

@@ -144,11 +144,27 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       std::unordered_set<const ir::Value*> constant_inputs;
       for (const auto& [value, tensor] : constant_values(*cur, constants))
         constant_inputs.insert(value);
-      cur = plan_layouts(*cur, &s, plan_layouts_block(), plan_layouts_winograd(), &constant_inputs);
+      const bool winograd = plan_layouts_winograd();
+      std::string why = "LATHE_CPU_BLOCK";
+      int block = 0;
+      if (std::getenv("LATHE_CPU_BLOCK")) {
+        block = plan_layouts_block();
+      } else {
+        const BlockChoice c = choose_block(*cur, winograd, &constant_inputs);
+        block = c.block;
+        why = c.winograd ? std::string("Winograd")
+              : c.probed_convs
+                  ? lathe::detail::str("measured on ", c.probed_convs,
+                                       " memory-bound convolutions: channels-last ",
+                                       c.cost_s[0] * 1e3, " ms, nChw8c ", c.cost_s[1] * 1e3,
+                                       " ms, nChw16c ", c.cost_s[2] * 1e3, " ms")
+                  : std::string("the machine's block");
+      }
+      cur = plan_layouts(*cur, &s, block, winograd, &constant_inputs);
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout (block ",
-                                   s.block, ", ", s.winograd_convs, " Winograd), ", s.blocked_pools,
-                                   " max poolings, ", s.to_blocked, " reorders in, ",
-                                   s.from_blocked, " reorders out");
+                                   s.block, ": ", why, "; ", s.winograd_convs, " Winograd), ",
+                                   s.blocked_pools, " max poolings, ", s.to_blocked,
+                                   " reorders in, ", s.from_blocked, " reorders out");
     } else if (name == "concat_blocked") {
       ConcatBlockedStats s;
       cur = concat_blocked(*cur, &s);

@@ -1,6 +1,8 @@
 #include "lathe/backend/cpu/plan_layouts.h"
 
+#include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -100,6 +102,103 @@ int plan_layouts_block() {
     return std::stoi(v);
   }
   return lathe::detail::dnnl_measured_conv_layout().block;
+}
+
+namespace {
+
+// The probe shape of a convolution node (conv2d, conv2d_fused or conv2d_blocked) with static
+// f32 sizes, and its flops per byte of activation; nullopt otherwise.
+struct ConvCost {
+  lathe::detail::ConvProbeShape shape;
+  double flops_per_byte = 0;
+  int block = 0;  // the layout it runs on (conv2d_blocked: its block)
+};
+std::optional<ConvCost> conv_cost(const ir::Node* n) {
+  const bool blocked = is_op(n, "conv2d_blocked");
+  if (!blocked && !is_op(n, "conv2d_fused") && !is_op(n, "conv2d")) return std::nullopt;
+  const ir::Value* x = n->inputs()[kX];
+  const ir::Value* w = n->inputs()[kWeight];
+  const ir::Value* y = n->output();
+  if (x->type().dtype != DType::f32 || !all_static(x) || !all_static(w) || !all_static(y) ||
+      w->type().sizes.size() != 4 || x->type().sizes.size() != (blocked ? 5u : 4u))
+    return std::nullopt;
+  ConvCost c;
+  c.block = blocked ? static_cast<int>(*static_size(x, 4)) : 0;
+  const int64_t B = blocked ? c.block : 1;
+  auto& s = c.shape;
+  s.n = *static_size(x, 0), s.c = *static_size(x, 1) * B, s.h = *static_size(x, 2),
+  s.w = *static_size(x, 3);
+  s.o = *static_size(w, 0), s.kh = *static_size(w, 2), s.kw = *static_size(w, 3);
+  s.p = lathe::detail::conv_params(n->attrs());
+  s.p.winograd = false;
+  const double out_elems = static_cast<double>(s.n) * s.o * *static_size(y, 2) * *static_size(y, 3);
+  const double in_elems = static_cast<double>(s.n) * s.c * s.h * s.w;
+  const double flops = 2.0 * out_elems * static_cast<double>(s.c / s.p.groups) * s.kh * s.kw;
+  c.flops_per_byte = flops / (4.0 * (in_elems + out_elems));
+  return c;
+}
+
+// The measured time of g's memory-bound convolutions and of its reorders.
+double measured_cost(const ir::Graph& g, int* probed) {
+  double t = 0;
+  for (const ir::Node* n : g.nodes()) {
+    if (is_op(n, "to_blocked") || is_op(n, "from_blocked")) {
+      const ir::Value* v = is_op(n, "to_blocked") ? n->inputs()[0] : n->output();
+      if (v->type().sizes.size() == 4 && all_static(v)) {
+        const int block = static_cast<int>(
+            is_op(n, "to_blocked") ? n->attrs().get_int("block") : *static_size(n->inputs()[0], 4));
+        t += lathe::detail::dnnl_measured_reorder_s(*static_size(v, 0), *static_size(v, 1),
+                                                    *static_size(v, 2), *static_size(v, 3), block);
+      }
+      continue;
+    }
+    auto c = conv_cost(n);
+    if (!c || c->flops_per_byte >= kMemoryBoundFlopsPerByte) continue;
+    t += lathe::detail::dnnl_measured_conv_s(c->shape, c->block);
+    if (probed) ++*probed;
+  }
+  return t;
+}
+
+}  // namespace
+
+BlockChoice choose_block(const ir::Graph& g, bool winograd,
+                         const std::unordered_set<const ir::Value*>* constant_weights) {
+  BlockChoice c;
+  if (winograd)
+    for (const ir::Node* n : g.nodes())
+      if (winograd_candidate(n) &&
+          (!constant_weights || constant_weights->count(n->inputs()[kWeight]))) {
+        c.block = 16;
+        c.winograd = true;
+        return c;
+      }
+  bool any = false;
+  for (const ir::Node* n : g.nodes()) {
+    auto cc = conv_cost(n);
+    any |= cc && cc->flops_per_byte < kMemoryBoundFlopsPerByte;
+  }
+  // The plans with each block; nothing to measure when neither converts a convolution.
+  std::unique_ptr<ir::Graph> planned[2];
+  for (int k : {0, 1}) {
+    PlanLayoutsStats st;
+    planned[k] = plan_layouts(g, &st, k == 0 ? 8 : 16, false, constant_weights);
+    if (st.blocked_convs == 0) planned[k].reset();
+  }
+  if (!any || (!planned[0] && !planned[1])) {
+    c.block = plan_layouts_block();
+    return c;
+  }
+  c.cost_s[0] = measured_cost(g, &c.probed_convs);
+  double best = c.cost_s[0];
+  for (int k : {0, 1}) {
+    c.cost_s[k + 1] = planned[k] ? measured_cost(*planned[k], nullptr) : INFINITY;
+    if (c.cost_s[k + 1] < 0.95 * c.cost_s[0] && c.cost_s[k + 1] < best) {
+      best = c.cost_s[k + 1];
+      c.block = k == 0 ? 8 : 16;
+    }
+  }
+  return c;
 }
 
 std::unique_ptr<ir::Graph> plan_layouts(

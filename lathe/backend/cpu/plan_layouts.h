@@ -6,12 +6,14 @@
 //   a blocked value read outside the region                      ->  from_blocked after it
 //   a channels-last value read inside the region                 ->  to_blocked(block) before it
 //
-// The block B is chosen by measurement on the running machine (`plan_layouts_block`): the block
-// oneDNN's convolution picks for itself (16 with AVX-512, 8 with AVX2) when a probe convolution
-// runs measurably faster on it than on channels-last, else none, and then the pass does nothing
-// (lathe/kernels/dnnl_conv.h, dnnl_measured_conv_layout). LATHE_CPU_BLOCK=0|8|16 overrides it.
-// Measured: nChw8c beat channels-last on an AVX2 Zen 3; on an AVX-512 Zen 4 channels-last beat
-// both nChw16c and nChw8c (docs/benchmarks.md), so the choice matters.
+// The block B is chosen per graph by measurement on the running machine (`choose_block`,
+// below): the memory-bound convolutions of the graph are timed on their real shapes in each
+// layout and the cheapest plan wins; a graph where no block would convert anything takes the
+// machine's block (`plan_layouts_block`: the block oneDNN's convolution picks for itself when a
+// probe convolution runs measurably faster on it than on channels-last, else none).
+// LATHE_CPU_BLOCK=0|8|16 overrides both. Measured: nChw8c beat channels-last on an AVX2 Zen 3;
+// on an AVX-512 Zen 4 channels-last beat both on resnet-like graphs, while nChw8c won on
+// mobilenet_v2 at batch 8 (docs/benchmarks.md), so the choice matters and is not one per machine.
 //
 // Winograd: where oneDNN's Winograd convolution is measurably faster on the running machine
 // (`plan_layouts_winograd`, an AVX-512 kernel: about 2x on 3x3 stride-1 convolutions), every
@@ -56,6 +58,29 @@ bool plan_layouts_winograd();
 // The block the pass uses by default: LATHE_CPU_BLOCK when set (8 or 16, or 0 for none), else
 // the measured choice for this machine (0 when channels-last is as fast).
 int plan_layouts_block();
+
+// The block for one graph, by measurement on the running machine (what the cpu backend uses
+// when LATHE_CPU_BLOCK is not set):
+// - a graph with a Winograd convolution takes 16 (Winograd's layout; what plan_layouts does);
+// - else the memory-bound convolutions decide (fewer than kMemoryBoundFlopsPerByte flops per byte
+//   of activation read and written: depthwise, and 1x1 with few channels, whose speed depends on
+//   the layout, unlike the compute-bound ones that run at the machine's peak on every layout):
+//   each is timed on its real shape on channels-last, nChw8c and nChw16c
+//   (lathe::detail::dnnl_measured_conv_s, cached per shape), the graph is planned with each
+//   block, and the plan whose memory-bound convolutions plus reorders (measured the same way)
+//   take the least time wins, a blocked plan only when at least 5% faster than channels-last;
+// - a graph without memory-bound convolutions takes the machine's block (plan_layouts_block).
+// Measured on mobilenet_v2 at batch 8 (Zen 4): nChw8c runs the depthwise convolutions at 56x56
+// and above about 2x and the 1x1 ones 1.3-1.8x faster than channels-last, equal from 14x14 down.
+inline constexpr double kMemoryBoundFlopsPerByte = 40;
+struct BlockChoice {
+  int block = 0;
+  bool winograd = false;         // forced to 16 by a Winograd convolution
+  int probed_convs = 0;          // memory-bound convolutions timed
+  double cost_s[3] = {0, 0, 0};  // their time plus reorders: channels-last, 8, 16
+};
+BlockChoice choose_block(const ir::Graph& g, bool winograd = plan_layouts_winograd(),
+                         const std::unordered_set<const ir::Value*>* constant_weights = nullptr);
 
 // `block` 0 and no Winograd convolution leave the graph as it is.
 // `constant_weights`, when given, limits Winograd to convolutions whose weight is one of these
