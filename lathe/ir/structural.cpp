@@ -1,5 +1,6 @@
 #include "lathe/ir/structural.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -7,13 +8,6 @@
 
 namespace lathe::ir {
 namespace {
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 bool same_expr(const sym::Expr* a, const sym::Expr* b) {
   if (a == b) return true;
@@ -44,29 +38,27 @@ void hash_expr(StructuralHasher& h, const sym::Expr* e) {
 
 }  // namespace
 
-void StructuralHasher::add(uint64_t v) { h_ = splitmix(h_ ^ splitmix(v)); }
-
 void StructuralHasher::add(std::string_view s) {
   add(static_cast<uint64_t>(s.size()));
-  uint64_t w = 0;
-  size_t n = 0;
-  for (char c : s) {
-    w = (w << 8) | static_cast<unsigned char>(c);
-    if (++n == 8) {
-      add(w);
-      w = 0;
-      n = 0;
-    }
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    add(w);
   }
-  if (n) add(w);
+  if (i < s.size()) {
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    add(w);
+  }
 }
 
 void StructuralHasher::add(SymInt v) {
   if (const sym::Expr* e = v.expr()) {
-    add(uint64_t{1});
+    // A marker no inline size or stride takes, then the expression.
+    add(uint64_t{0x5bd1e9955bd1e995ull});
     hash_expr(*this, e);
   } else {
-    add(uint64_t{0});
     add(static_cast<uint64_t>(*v.maybe_int()));
   }
 }
@@ -98,8 +90,32 @@ void StructuralHasher::add(const AttrValue& v) {
 void StructuralHasher::add(const Attrs& a) {
   add(static_cast<uint64_t>(a.items().size()));
   for (const auto& [name, v] : a.items()) {
-    add(std::string_view(name));
-    add(v);
+    // The name folded into one word (its 8-byte chunks rotated and xored, with its length)
+    // together with the value's alternative, then the value: one serial step per name instead
+    // of one per 8 characters plus one for the alternative.
+    const size_t len = std::strlen(name);
+    uint64_t w = len;
+    for (size_t i = 0; i < len; i += 8) {
+      uint64_t chunk = 0;
+      std::memcpy(&chunk, name + i, std::min<size_t>(8, len - i));
+      w = std::rotl(w, 23) ^ chunk;
+    }
+    add(w ^ (static_cast<uint64_t>(v.index()) << 59));
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t>)
+            add(static_cast<uint64_t>(x));
+          else if constexpr (std::is_same_v<T, double>)
+            add(std::bit_cast<uint64_t>(x));
+          else if constexpr (std::is_same_v<T, DType>)
+            add(static_cast<uint64_t>(x));
+          else if constexpr (std::is_same_v<T, std::string>)
+            add(std::string_view(x));
+          else
+            add(x);  // Shape
+        },
+        v);
   }
 }
 

@@ -11,10 +11,17 @@
 
 namespace lathe::ir {
 
-// Accumulates a 64-bit hash (splitmix64 steps).
+// Accumulates a 64-bit hash: each word is spread by an odd multiply and folded into the state,
+// which goes through splitmix64's finalizer (a bijection with full avalanche). Inline: the lazy
+// device hashes every recorded op (attributes, input sources, output sizes) with it.
 class StructuralHasher {
  public:
-  void add(uint64_t v);
+  void add(uint64_t v) {
+    uint64_t x = (h_ ^ (v * 0xd6e8feb86659fd93ull)) + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    h_ = x ^ (x >> 31);
+  }
   void add(std::string_view s);
   void add(SymInt v);
   void add(const Shape& s);

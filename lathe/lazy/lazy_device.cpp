@@ -64,6 +64,15 @@ std::shared_ptr<LazyValue> device_data(Tensor buffer) {
   auto v = std::make_shared<LazyValue>();
   v->kind = LazyValue::Kind::device_data;
   v->buffer = std::move(buffer);
+  const TensorImpl& b = v->buffer.impl();
+  ir::StructuralHasher h;
+  h.add(static_cast<uint64_t>(b.dtype));
+  h.add(b.sizes.size());
+  for (size_t d = 0; d < b.sizes.size(); ++d) {
+    h.add(static_cast<uint64_t>(*b.sizes[d].maybe_int()));
+    h.add(static_cast<uint64_t>(*b.strides[d].maybe_int()));
+  }
+  v->type_digest = h.get();
   return v;
 }
 
@@ -87,13 +96,7 @@ uint64_t source_code(LazyContext& c, const LazyValue* v) {
       data->window = c.window;
       data->slot = static_cast<int>(c.window_args.size());
       c.window_args.push_back(data->buffer);
-      const TensorImpl& b = data->buffer.impl();
-      c.chain.add(static_cast<uint64_t>(b.dtype));
-      c.chain.add(b.sizes.size());
-      for (size_t d = 0; d < b.sizes.size(); ++d) {
-        c.chain.add(static_cast<uint64_t>(*b.sizes[d].maybe_int()));
-        c.chain.add(static_cast<uint64_t>(*b.strides[d].maybe_int()));
-      }
+      c.chain.add(data->type_digest);
     }
     code = (uint64_t{1} << 62) | static_cast<uint64_t>(data->slot);
   } else {

@@ -29,6 +29,10 @@ struct LazyValue final : TensorExtension {
   // its first use in a window; see LazyContext).
   uint64_t window = UINT64_MAX;
   int slot = -1;
+  // device_data: the hash of the buffer's dtype, sizes and strides, computed once when the value
+  // is made (`buffer` never changes): recording hashes this word instead of walking the buffer's
+  // metadata, which is cold in cache after a call has run (docs/benchmarks.md, session 9).
+  uint64_t type_digest = 0;
 
   // The value whose buffer this is (itself unless written).
   const LazyValue* root() const { return kind == Kind::written ? base.get() : this; }
