@@ -8,6 +8,7 @@
 #include "lathe/core/grad_mode.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
+#include "lathe/ops/vjp_util.h"
 
 namespace lathe {
 namespace {
@@ -231,7 +232,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
                   "[backward] grad can be implicitly created only for "
                   "one-element outputs; pass a gradient for ",
                   root.shape_string());
-      g = ones(root.sizes(), root.dtype());
+      g = detail::on_device_of(ones(root.sizes(), root.dtype()), root);
     } else {
       LATHE_CHECK(g.shape() == root.shape(), "[backward] gradient ", g.shape_string(),
                   " does not match the shape of the tensor ", root.shape_string());
@@ -283,7 +284,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       const Tensor& o = node->outputs[k].value;
       outs.push_back(o);
       Tensor g = k < p.grads.size() ? p.grads[k] : Tensor();
-      if (!g.defined() && o.defined()) g = zeros(o.sizes(), o.dtype());
+      if (!g.defined() && o.defined()) g = detail::on_device_of(zeros(o.sizes(), o.dtype()), o);
       gouts.push_back(g);
     }
     std::vector<bool> needs(node->next.size());

@@ -116,7 +116,8 @@ G dropout_vjp(TensorList in, TensorList, TensorList g, const Attrs& a, const Nee
                  static_cast<uint64_t>(a.get_int("rng_offset"))});
   Tensor mask;
   try {
-    mask = dropout(full(in[0].sizes(), 1.0, in[0].dtype()), a.get_double("p"), true);
+    mask = dropout(on_device_of(full(in[0].sizes(), 1.0, in[0].dtype()), in[0]), a.get_double("p"),
+                   true);
   } catch (...) {
     gen.set_state(now);
     throw;
@@ -130,7 +131,7 @@ G nll_loss_vjp(TensorList in, TensorList, TensorList g, const Attrs& a, const Ne
   const DType dt = lp.dtype();
   const SymInt C = lp.sizes().back();
   Tensor t = lp.dim() == 1 ? target.reshape({1}) : target;
-  Tensor classes = arange(C.expect_int()).reshape({1, C});
+  Tensor classes = on_device_of(arange(C.expect_int()), t).reshape({1, C});
   Tensor picked = eq(t.unsqueeze(1), classes).to(dt);
   Tensor valid = ne(t, static_cast<double>(a.get_int("ignore_index"))).to(dt);
   picked = mul(picked, valid.unsqueeze(1));

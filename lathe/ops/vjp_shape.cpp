@@ -22,6 +22,13 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return sum(g, dims, true).reshape(shape);
 }
 
+Tensor on_device_of(const Tensor& t, const Tensor& ref) {
+  if (ref.defined() && ref.device().kind() == DeviceKind::lazy &&
+      t.device().kind() != DeviceKind::lazy)
+    return t.to(ref.device());
+  return t;
+}
+
 Tensor size_tensor(SymInt n, DType dt) {
   if (auto v = n.maybe_int()) return full({}, static_cast<double>(*v), dt);
   // An expanded 0-d one summed is exactly n, computed by the graph (one trace for every n).
@@ -69,7 +76,7 @@ int64_t sym_attr(const Attrs& a, const char* name) {
 
 Tensor scatter_into_zeros(const Tensor& g, const Tensor& x, std::vector<int64_t> strides,
                           int64_t offset) {
-  Tensor base = zeros(x.sizes(), g.dtype());
+  Tensor base = on_device_of(zeros(x.sizes(), g.dtype()), g);
   return as_strided_scatter(base, g.contiguous(), g.sizes(), to_shape(strides), offset);
 }
 

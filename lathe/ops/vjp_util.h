@@ -17,6 +17,11 @@ SymInt numel_over(const Tensor& x, const std::vector<int64_t>& dims);
 // g of a reduction over `dims` (attribute "dims"; empty = all) expanded back to x's sizes.
 Tensor expand_reduced(const Tensor& g, const Tensor& x, const Attrs& a);
 
+// t (a tensor a rule or the engine made on the CPU: zeros, ones, a mask, class indices) on
+// ref's device: moved to the lazy device when ref lives there, so backward through a model on
+// the lazy device records its whole graph there; t itself otherwise.
+Tensor on_device_of(const Tensor& t, const Tensor& ref);
+
 // Attaches a vjp to a registered op. reads_inputs: the inputs whose values the rule reads
 // (others reach it as sizes only); reads_outputs: whether it reads the outputs.
 struct VjpReads {

@@ -215,10 +215,11 @@ void Adam::step() {
     if (!g.defined()) continue;
     auto& st = state_[static_cast<int64_t>(i)];
     if (!st.count("step")) {
-      // PyTorch keeps the step as an f32 scalar tensor.
+      // PyTorch keeps the step as an f32 scalar tensor (on the CPU: the update reads it as a
+      // number); the moments live where the parameter does (the lazy device too).
       st["step"] = zeros({}, DType::f32);
-      st["exp_avg"] = zeros(p.sizes(), p.dtype());
-      st["exp_avg_sq"] = zeros(p.sizes(), p.dtype());
+      st["exp_avg"] = zeros(p.sizes(), p.dtype()).to(p.device());
+      st["exp_avg_sq"] = zeros(p.sizes(), p.dtype()).to(p.device());
     }
     Tensor& step_t = st["step"];
     step_t.fill_(step_t.item() + 1);

@@ -15,6 +15,7 @@
 #include "lathe/core/grad_mode.h"
 #include "lathe/core/random.h"
 #include "lathe/core/threads.h"
+#include "lathe/lazy/lazy.h"
 #include "lathe/models/registry.h"
 #include "lathe/ops/ops.h"
 #include "lathe/optim/optimizer.h"
@@ -82,7 +83,9 @@ class SyntheticLoss {
       lathe::Generator gen(1234);
       for (const Tensor& out : outputs) {
         const int64_t classes = out.shape().back();
-        labels_.push_back(lathe::randint(0, classes, {out.numel() / classes}, DType::i64, &gen));
+        // On the outputs' device (the lazy device when the model trains there).
+        labels_.push_back(
+            lathe::randint(0, classes, {out.numel() / classes}, DType::i64, &gen).to(out.device()));
       }
     }
     Tensor loss;
@@ -112,16 +115,19 @@ struct TrainingModel {
 };
 
 // `deterministic` puts the dropout layers in eval mode (the fp64 reference and the f32 run would
-// draw different masks); BatchNorm stays in training mode.
+// draw different masks); BatchNorm stays in training mode. `device`: where the parameters live
+// (the lazy device for the "lazy" backend).
 std::unique_ptr<TrainingModel> make_training_model(const std::string& name,
                                                    const TrainingOptions& o, DType dtype,
-                                                   bool deterministic) {
+                                                   bool deterministic,
+                                                   lathe::Device device = lathe::Device::cpu()) {
   auto m = std::make_unique<TrainingModel>();
   lathe::models::ModelOptions options;
   options.seed = 0;
   options.vit = vit_config(name, o);
   m->spec = lathe::models::create_model(name, options);
   if (dtype != DType::f32) m->spec->module->to(dtype);
+  if (device.kind() != lathe::DeviceKind::cpu) m->spec->module->to(device);
   m->spec->module->train();
   if (deterministic)
     for (auto& [path, mod] : m->spec->module->named_modules())
@@ -149,16 +155,33 @@ using StepFn = std::function<void(const std::vector<Tensor>&)>;
 
 // The training step per backend. "compile[@B]" is AOT autograd: lathe::compile of forward + loss
 // traces once in training mode, and backward() on the compiled loss runs the compiled backward
-// (one autograd node) that fills the parameters' grads; the optimizer step stays eager. The lazy
-// device has no autograd, so "lazy" does not train (the table says so).
+// (one autograd node) that fills the parameters' grads; the optimizer step stays eager. "lazy"
+// ("trace every time") runs the eager step on a model whose parameters live on the lazy device:
+// forward, backward (the autograd engine records the vjps there too) and the SGD update are
+// recorded and run as one graph at the sync that ends the step.
 bool backend_trains(const std::string& backend, std::string* why) {
-  if (backend == "eager" || backend == "compile" || backend.rfind("compile@", 0) == 0) return true;
-  *why = "n/a (no autograd on the lazy device)";
+  if (backend == "eager" || backend == "lazy" || backend == "compile" ||
+      backend.rfind("compile@", 0) == 0)
+    return true;
+  *why = "n/a (no training step for this backend)";
   return false;
+}
+
+lathe::Device backend_device(const std::string& backend) {
+  return backend == "lazy" ? lathe::Device::lazy() : lathe::Device::cpu();
 }
 
 StepFn make_backend_step(const std::string& backend, TrainingModel& m) {
   if (backend == "eager") return [&m](const std::vector<Tensor>& in) { eager_step(m, in); };
+  if (backend == "lazy") {
+    auto on_device = std::make_shared<std::vector<Tensor>>();
+    return [&m, on_device](const std::vector<Tensor>& in) {
+      if (on_device->empty())  // the inputs moved once, as a data loader would have them there
+        for (const Tensor& t : in) on_device->push_back(t.to(lathe::Device::lazy()));
+      eager_step(m, *on_device);
+      lathe::sync();
+    };
+  }
   if (backend != "compile" && backend.rfind("compile@", 0) != 0)
     throw lathe::Error(
         lathe::detail::str("[lathe-bench] no training step for backend '", backend, "'"));
@@ -206,7 +229,8 @@ TrainRow bench_model(const std::string& name, const TrainingOptions& o) {
     models.push_back(nullptr);
     steps.push_back(nullptr);
     if (backend_trains(o.backends[k], &why)) {
-      models.back() = make_training_model(name, o, DType::f32, false);
+      models.back() =
+          make_training_model(name, o, DType::f32, false, backend_device(o.backends[k]));
       steps.back() = make_backend_step(o.backends[k], *models.back());
       active.push_back(static_cast<int>(k));
     }
@@ -298,8 +322,9 @@ std::map<std::string, Tensor> one_step_state(TrainingModel& m, const StepFn& ste
   step(in);
   std::map<std::string, Tensor> r;
   for (auto& [n, p] : m.params) {
-    if (p.grad().defined()) r[n + ".grad"] = p.grad().detach().to(DType::f64);
-    r[n] = p.detach().to(DType::f64);
+    if (p.grad().defined())
+      r[n + ".grad"] = p.grad().detach().to(lathe::Device::cpu()).to(DType::f64);
+    r[n] = p.detach().to(lathe::Device::cpu()).to(DType::f64);
   }
   return r;
 }
@@ -414,7 +439,7 @@ int run_training_accuracy(const TrainingOptions& o, const std::vector<std::strin
       if (b == "eager") {
         got = eager;
       } else {
-        auto m = make_training_model(name, o, DType::f32, true);
+        auto m = make_training_model(name, o, DType::f32, true, backend_device(b));
         got = one_step_state(*m, make_backend_step(b, *m), inputs);
       }
       if (b == o.inject_error)  // proves the check can fail (a test runs it)
