@@ -3,6 +3,7 @@
 // Tensor::to(Device), dispatch and compiled functions reach the device without naming its layer.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct DeviceFunctions {
   // Runs an op with an input on this device (after the shape rule; `metas` are its outputs).
   std::vector<Tensor> (*dispatch)(const OpDef& op, std::span<const Tensor> inputs,
                                   const Attrs& attrs, std::vector<TensorMeta>&& metas) = nullptr;
+  // The version counter of a tensor on this device (autograd's check that a value saved for
+  // backward was not written since): it moves with every in-place write recorded on the
+  // device, before the write runs. Null: the storage's counter.
+  uint64_t (*version)(const Tensor& t) = nullptr;
 };
 
 // Registers (or, with nullptr, removes) the implementation of `kind`; `fns` must outlive its use.

@@ -73,6 +73,7 @@ std::shared_ptr<LazyValue> device_data(Tensor buffer) {
     h.add(static_cast<uint64_t>(*b.strides[d].maybe_int()));
   }
   v->type_digest = h.get();
+  v->base_version = b.storage ? b.storage->version() : 0;
   return v;
 }
 
@@ -197,6 +198,7 @@ class LazyRecorder final
     w->kind = LazyValue::Kind::written;
     w->node = node;
     w->base = before->kind == LazyValue::Kind::written ? before->base : before;
+    w->base->writes++;  // autograd's version of every tensor on this buffer moves now
     TensorImpl& impl = t.impl();
     set_tensor_value(impl, std::move(w));
     impl.storage = nullptr;  // the buffer lives on in the graph input; sync gives it back
@@ -527,8 +529,25 @@ Tensor lazy_transfer(const Tensor& t, Device d) {
   return out;
 }
 
-const detail::DeviceFunctions lazy_device_functions{
-    .transfer = &lazy_transfer, .sync = &lazy::sync_hook, .dispatch = &lazy::record};
+// Autograd's version counter of a lazy tensor: its storage's (writes that ran), or, while it
+// stands for a value, that value's buffer's version when recorded plus the writes recorded into
+// it since (writes not run yet), whichever is larger.
+uint64_t lazy_version(const Tensor& t) {
+  auto& c = lazy::context();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const TensorImpl& impl = t.impl();
+  uint64_t v = impl.storage ? impl.storage->version() : 0;
+  if (const lazy::LazyValue* lv = lazy::tensor_value_ptr(impl)) {
+    const lazy::LazyValue* root = lv->root();
+    v = std::max(v, root->base_version + root->writes);
+  }
+  return v;
+}
+
+const detail::DeviceFunctions lazy_device_functions{.transfer = &lazy_transfer,
+                                                    .sync = &lazy::sync_hook,
+                                                    .dispatch = &lazy::record,
+                                                    .version = &lazy_version};
 
 const bool lazy_device_registered =
     (detail::register_device(DeviceKind::lazy, &lazy_device_functions), true);

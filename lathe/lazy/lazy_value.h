@@ -33,6 +33,11 @@ struct LazyValue final : TensorExtension {
   // is made (`buffer` never changes): recording hashes this word instead of walking the buffer's
   // metadata, which is cold in cache after a call has run (docs/benchmarks.md, session 9).
   uint64_t type_digest = 0;
+  // The version counter autograd sees (lazy_version): a root value (device data or a node's
+  // output) starts at its buffer's storage version (0 for an output) and counts the in-place
+  // writes recorded into it since, before they run.
+  uint64_t base_version = 0;
+  uint64_t writes = 0;
 
   // The value whose buffer this is (itself unless written).
   const LazyValue* root() const { return kind == Kind::written ? base.get() : this; }

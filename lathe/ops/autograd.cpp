@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lathe/core/device_registry.h"
 #include "lathe/core/grad_mode.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
@@ -13,7 +14,12 @@
 namespace lathe {
 namespace {
 
+// The version counter of t's data: its storage's, or the device's for a device tensor (the
+// lazy device counts the writes it has recorded but not run yet).
 uint64_t storage_version(const Tensor& t) {
+  if (t.device().kind() != DeviceKind::cpu)
+    if (const detail::DeviceFunctions* d = detail::find_device(t.device().kind()); d && d->version)
+      return d->version(t);
   return t.has_storage() ? t.impl().storage->version() : 0;
 }
 

@@ -132,3 +132,31 @@ TEST(LazyTraining, DropoutMaskReplaysOnTheDevice) {
   EXPECT_EQ(wl.grad().device(), Device::lazy());
   EXPECT_EQ(max_diff(wl.grad(), we.grad()), 0.0);
 }
+
+// A value saved for backward and then written in place is caught by the version check on the
+// lazy device as eagerly, whether the write has run (a sync between) or is still pending; a sync
+// between forward and backward without a write raises nothing.
+TEST(LazyTraining, InPlaceWriteOfASavedValueIsAnError) {
+  for (bool sync_between : {false, true}) {
+    Generator gen(2);
+    Tensor x = randn({4}, DType::f32, &gen).to(Device::lazy()).set_requires_grad(true);
+    Tensor w = randn({4}, DType::f32, &gen).to(Device::lazy());
+    Tensor z = mul(x, w);
+    mul_(w, 3.0);
+    if (sync_between) lathe::sync();
+    try {
+      sum(z).backward();
+      ADD_FAILURE() << "no error, sync_between " << sync_between;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos)
+          << e.what();
+    }
+  }
+  Generator gen(3);
+  Tensor x = randn({4}, DType::f32, &gen).to(Device::lazy()).set_requires_grad(true);
+  Tensor w = randn({4}, DType::f32, &gen).to(Device::lazy());
+  Tensor loss = sum(mul(x, w));
+  (void)loss.to(Device::cpu());  // reading the loss syncs: no write, no error
+  loss.backward();
+  EXPECT_EQ(max_diff(x.grad(), w), 0.0);
+}
