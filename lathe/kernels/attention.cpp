@@ -80,12 +80,12 @@ inline void block_gemm(const float* a, int64_t lda, const float* b, int64_t ldb,
       tile_4x16<kAccumulate>(a + r * lda, lda, b + j, ldb, n, c + r * ldc + j, ldc);
 }
 
-// s[0..kKeys) = 2^(s - m) in place; returns their sum. m is finite.
-inline float exp2_row(float* s, float m) {
+// s[0..n) = 2^(s - m) in place; returns their sum. m is finite; n a multiple of kLane.
+inline float exp2_row(float* s, int64_t n, float m) {
 #ifdef LATHE_HAVE_VEC_EXP2
   const __m256 mv = _mm256_set1_ps(m);
   __m256 t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();
-  for (int64_t j = 0; j < kKeys; j += 16) {
+  for (int64_t j = 0; j < n; j += 16) {
     const __m256 p0 = exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
     const __m256 p1 = exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j + 8), mv));
     _mm256_storeu_ps(s + j, p0);
@@ -100,16 +100,16 @@ inline float exp2_row(float* s, float m) {
   return total;
 #else
   float total = 0;
-  for (int64_t j = 0; j < kKeys; ++j) total += (s[j] = exp2_scalar(s[j] - m));
+  for (int64_t j = 0; j < n; ++j) total += (s[j] = exp2_scalar(s[j] - m));
   return total;
 #endif
 }
 
-// The largest of s[0..kKeys).
-inline float row_max(const float* s) {
+// The largest of s[0..n) (n a multiple of kLane).
+inline float row_max(const float* s, int64_t n) {
 #ifdef LATHE_HAVE_VEC_EXP2
   __m256 m0 = _mm256_loadu_ps(s), m1 = _mm256_loadu_ps(s + 8);
-  for (int64_t j = 16; j < kKeys; j += 16) {
+  for (int64_t j = 16; j < n; j += 16) {
     m0 = _mm256_max_ps(m0, _mm256_loadu_ps(s + j));
     m1 = _mm256_max_ps(m1, _mm256_loadu_ps(s + j + 8));
   }
@@ -120,7 +120,7 @@ inline float row_max(const float* s) {
   return m;
 #else
   float m = s[0];
-  for (int64_t j = 1; j < kKeys; ++j) m = std::max(m, s[j]);
+  for (int64_t j = 1; j < n; ++j) m = std::max(m, s[j]);
   return m;
 #endif
 }
@@ -224,11 +224,14 @@ void attend_rows(const Dims& d, int64_t b, int64_t h, int64_t i0, int64_t rows, 
   std::fill(w.sum, w.sum + rows4, 0.0f);
   for (int64_t j0 = 0; j0 < d.S; j0 += kKeys) {
     const int64_t keys = std::min(kKeys, d.S - j0);
-    block_gemm<false>(w.qb, E, w.kp + j0 * E, kKeys, E, w.sc, kKeys, rows4, kKeys);
+    // The last block's columns up to the next multiple of kLane only: at vit's 197 keys, 208
+    // columns of work instead of 256.
+    const int64_t cols = round_up(keys, kLane);
+    block_gemm<false>(w.qb, E, w.kp + j0 * E, kKeys, E, w.sc, kKeys, rows4, cols);
     for (int64_t r = 0; r < rows4; ++r) {
       float* s = w.sc + r * kKeys;
       if (r >= rows) {  // padding rows: no probabilities, so they add nothing
-        std::fill(s, s + kKeys, 0.0f);
+        std::fill(s, s + cols, 0.0f);
         continue;
       }
       if (mask.p) {
@@ -238,18 +241,18 @@ void attend_rows(const Dims& d, int64_t b, int64_t h, int64_t i0, int64_t rows, 
         else
           for (int64_t j = 0; j < keys; ++j) s[j] += mrow[j * mask.s[3]] * kLog2e;
       }
-      std::fill(s + keys, s + kKeys, neg_inf);
-      const float m_new = std::max(w.mx[r], row_max(s));
+      std::fill(s + keys, s + cols, neg_inf);
+      const float m_new = std::max(w.mx[r], row_max(s, cols));
       if (m_new == neg_inf) {  // every score so far is -inf: nothing to add yet
-        std::fill(s, s + kKeys, 0.0f);
+        std::fill(s, s + cols, 0.0f);
         continue;
       }
       const float corr = exp2_scalar(w.mx[r] - m_new);
-      w.sum[r] = w.sum[r] * corr + exp2_row(s, m_new);
+      w.sum[r] = w.sum[r] * corr + exp2_row(s, cols, m_new);
       w.mx[r] = m_new;
       if (corr != 1.0f) scale_row(w.acc + r * Evp, Evp, corr);
     }
-    block_gemm<true>(w.sc, kKeys, w.vp + j0 * Evp, Evp, kKeys, w.acc, Evp, rows4, Evp);
+    block_gemm<true>(w.sc, kKeys, w.vp + j0 * Evp, Evp, cols, w.acc, Evp, rows4, Evp);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float inv = 1.0f / w.sum[r];
