@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <list>
@@ -123,7 +124,13 @@ std::shared_ptr<const DnnlPrimitive> dnnl_cached_primitive(
     }
   }
   // Creation JIT-compiles (milliseconds): do it outside the lock.
-  std::shared_ptr<const DnnlPrimitive> p = make();
+  static std::atomic<uint64_t> next_id{1};
+  std::shared_ptr<DnnlPrimitive> made = make();
+  if (made) {
+    made->id = next_id.fetch_add(1, std::memory_order_relaxed);
+    made->scratchpad_bytes = made->pd.scratchpad_desc().get_size();
+  }
+  std::shared_ptr<const DnnlPrimitive> p = std::move(made);
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.index.find(key);
   if (it != c.index.end()) return it->second->second;  // another thread won the race
@@ -175,6 +182,53 @@ void dnnl_execute(const DnnlPrimitive& p, std::unordered_map<int, dnnl::memory> 
   dnnl_prepare_threads();
   p.prim.execute(dnnl_stream(), args);
   dnnl_stream().wait();
+}
+
+// ---- allocation-free runs (DnnlArgs) ----
+
+namespace {
+// This thread's memory objects by (primitive id, argument); cleared when it grows large (ids of
+// primitives dropped from the cache are never reused, so their entries are only dead weight).
+constexpr size_t kReusableMemoryCapacity = 16384;
+std::unordered_map<uint64_t, dnnl::memory>& reusable_memory() {
+  thread_local std::unordered_map<uint64_t, dnnl::memory> m;
+  return m;
+}
+uint64_t reusable_key(uint64_t id, int arg) { return (id << 24) ^ static_cast<uint64_t>(arg); }
+}  // namespace
+
+dnnl::memory* DnnlArgs::find_reusable(int arg) {
+  auto& m = reusable_memory();
+  auto it = m.find(reusable_key(p_.id, arg));
+  return it == m.end() ? nullptr : &it->second;
+}
+
+dnnl::memory& DnnlArgs::make_reusable(int arg, const dnnl::memory::desc& md) {
+  LATHE_CHECK(p_.id != 0, "[dnnl] DnnlArgs needs a primitive from dnnl_cached_primitive");
+  auto& m = reusable_memory();
+  return m
+      .insert_or_assign(reusable_key(p_.id, arg), dnnl::memory(md, dnnl_engine(), DNNL_MEMORY_NONE))
+      .first->second;
+}
+
+DnnlArgs& DnnlArgs::add_memory(int arg, const dnnl::memory& mem) {
+  LATHE_CHECK(n_ < kMaxArgs, "[dnnl] too many arguments for one primitive run");
+  args_[n_++] = dnnl_exec_arg_t{arg, mem.get()};
+  return *this;
+}
+
+void DnnlArgs::run() {
+  thread_local ScratchBuffer scratch;
+  if (p_.scratchpad_bytes > 0)
+    add(DNNL_ARG_SCRATCHPAD, scratch.get(p_.scratchpad_bytes),
+        [&] { return p_.pd.scratchpad_desc(); });
+  dnnl_prepare_threads();
+  const dnnl_status_t st = dnnl_primitive_execute(p_.prim.get(), dnnl_stream().get(), n_, args_);
+  LATHE_CHECK(st == dnnl_success, "[dnnl] running ", p_.impl, " failed (status ",
+              static_cast<int>(st), ")");
+  dnnl_stream().wait();
+  // Only between runs: the memory objects of a run are in use until it ends.
+  if (reusable_memory().size() > kReusableMemoryCapacity) reusable_memory().clear();
 }
 
 // ---- reordered-weight cache ----

@@ -72,6 +72,19 @@ std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::
   }
 }
 
+// Runs a cached convolution primitive on x, the weight, bias and out (their layouts the
+// primitive's own), allocating nothing per call.
+void run_conv(const DnnlPrimitive& prim, const Tensor& x, const DnnlWeight& wmem,
+              const Tensor& bias, const Tensor& out) {
+  const dnnl::primitive_desc& pd = prim.pd;
+  DnnlArgs args(prim);
+  args.add(DNNL_ARG_SRC, x.raw_data(), [&] { return pd.src_desc(); });
+  args.add_memory(DNNL_ARG_WEIGHTS, wmem.mem);
+  args.add(DNNL_ARG_DST, out.raw_data(), [&] { return pd.dst_desc(); });
+  if (bias.defined()) args.add(DNNL_ARG_BIAS, bias.raw_data(), [&] { return pd.weights_desc(1); });
+  args.run();
+}
+
 // Copies between a tensor's own layout and a oneDNN layout (a oneDNN reorder).
 void reorder_memory(memory from, memory to) {
   dnnl_prepare_threads();
@@ -141,11 +154,7 @@ void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
   const dnnl::primitive_desc& pd = prim->pd;
   DnnlWeight wmem = dnnl_cached_weight(
       w, [&] { return user_weight_md(w, p.groups); }, pd.weights_desc());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(pd.src_desc(), x)},
-                                       {DNNL_ARG_WEIGHTS, wmem.mem},
-                                       {DNNL_ARG_DST, dnnl_mem(pd.dst_desc(), out)}};
-  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(pd.weights_desc(1), bias));
-  dnnl_execute(*prim, std::move(args));
+  run_conv(*prim, x, wmem, bias, out);
 }
 
 // Direct loop (f64 references): correctness only.
@@ -268,11 +277,7 @@ void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias
   const dnnl::primitive_desc& pd = prim->pd;
   DnnlWeight wmem = dnnl_cached_weight(
       wc, [&] { return user_weight_md(wc, p.groups); }, pd.weights_desc());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(pd.src_desc(), x)},
-                                       {DNNL_ARG_WEIGHTS, wmem.mem},
-                                       {DNNL_ARG_DST, dnnl_mem(pd.dst_desc(), out)}};
-  if (b.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(pd.weights_desc(1), b));
-  dnnl_execute(*prim, std::move(args));
+  run_conv(*prim, x, wmem, b, out);
 }
 
 int dnnl_preferred_conv_block() {

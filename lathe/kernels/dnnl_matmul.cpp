@@ -88,9 +88,11 @@ bool try_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accept
   auto prim =
       dnnl_cached_primitive(key, [&] { return make_matmul(a_md, b_md, memory::desc(), o_md); });
   if (!prim || (!accept_reference && is_reference_impl(prim))) return false;
-  dnnl_execute(*prim, {{DNNL_ARG_SRC, dnnl_mem(a_md, a)},
-                       {DNNL_ARG_WEIGHTS, dnnl_mem(b_md, b)},
-                       {DNNL_ARG_DST, dnnl_mem(o_md, out)}});
+  DnnlArgs args(*prim);
+  args.add(DNNL_ARG_SRC, a.raw_data(), [&] { return a_md; });
+  args.add(DNNL_ARG_WEIGHTS, b.raw_data(), [&] { return b_md; });
+  args.add(DNNL_ARG_DST, out.raw_data(), [&] { return o_md; });
+  args.run();
   return true;
 }
 
@@ -179,11 +181,12 @@ void linear_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, 
     return dnnl_md({K, N}, {w.int_strides()[1], w.int_strides()[0]}, w.dtype());
   };
   DnnlWeight wmem = dnnl_cached_weight(w, user_md, pd.weights_desc());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_mem(pd.src_desc(), x)},
-                                       {DNNL_ARG_WEIGHTS, wmem.mem},
-                                       {DNNL_ARG_DST, dnnl_mem(pd.dst_desc(), out)}};
-  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl_mem(pd.weights_desc(1), bias));
-  dnnl_execute(*prim, std::move(args));
+  DnnlArgs args(*prim);
+  args.add(DNNL_ARG_SRC, x.raw_data(), [&] { return pd.src_desc(); });
+  args.add_memory(DNNL_ARG_WEIGHTS, wmem.mem);
+  args.add(DNNL_ARG_DST, out.raw_data(), [&] { return pd.dst_desc(); });
+  if (bias.defined()) args.add(DNNL_ARG_BIAS, bias.raw_data(), [&] { return pd.weights_desc(1); });
+  args.run();
 }
 
 template <class T>

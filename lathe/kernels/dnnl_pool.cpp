@@ -65,7 +65,10 @@ bool pool_dnnl(const Tensor& x_in, const Pool2dParams& p, dnnl::algorithm algo, 
     }
   });
   if (!prim) return false;
-  dnnl_execute(*prim, {{DNNL_ARG_SRC, dnnl_mem(src_md, x)}, {DNNL_ARG_DST, dnnl_mem(dst_md, out)}});
+  DnnlArgs(*prim)
+      .add(DNNL_ARG_SRC, x.raw_data(), [&] { return src_md; })
+      .add(DNNL_ARG_DST, out.raw_data(), [&] { return dst_md; })
+      .run();
   return true;
 }
 
@@ -184,7 +187,10 @@ void max_pool2d_forward_blocked(const Tensor& x, const Pool2dParams& p, const Te
                       x.shape_string(), ": ", e.what()));
     }
   });
-  dnnl_execute(*prim, {{DNNL_ARG_SRC, dnnl_mem(src_md, x)}, {DNNL_ARG_DST, dnnl_mem(dst_md, out)}});
+  DnnlArgs(*prim)
+      .add(DNNL_ARG_SRC, x.raw_data(), [&] { return src_md; })
+      .add(DNNL_ARG_DST, out.raw_data(), [&] { return dst_md; })
+      .run();
 }
 
 void avg_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& out) {
