@@ -441,6 +441,20 @@ class LatheSubgraph(torch.nn.Module):
             lathe.mark_static(dyn[k], dims)
         return compiled(*dyn)
 
+    def _call_inference(self, dyn):
+        """An inference call runs with Lathe's grad mode off (torch's is Lathe-invisible): no
+        Lathe tensor here requires grad, and only an entry traced without grad lets the cpu
+        backend freeze the lifted parameters into constants (batch norms folded into the
+        convolutions, weights reordered once for the blocked layout, see
+        CompileOptions::freeze). An in-place update of a parameter (torch's version counter,
+        _relift) drops the frozen entry and the next call re-freezes."""
+        prev = lathe.is_grad_enabled()
+        lathe.set_grad_enabled(False)
+        try:
+            return self._call_lathe(self.compiled, dyn)
+        finally:
+            lathe.set_grad_enabled(prev)
+
     def _results(self, outs, args):
         """The subgraph's outputs in FX order: torch tensors (outs) and the size outputs."""
         if self.size_outputs:
@@ -466,7 +480,7 @@ class LatheSubgraph(torch.nn.Module):
                     c.reset()  # new parameter tensors: the traced graph captured the old ones
         dyn = [_to_lathe(args[i]) for i in self.dynamic_positions]
         try:
-            out = self._call_lathe(self.compiled, dyn)
+            out = self._call_inference(dyn)
         except lathe.Error as e:
             # A call the capability checks let through but Lathe rejects (its message says why):
             # PyTorch runs this subgraph from now on, and gives its own error if the call is bad.
