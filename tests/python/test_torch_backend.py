@@ -95,6 +95,21 @@ def test_unsupported_op_is_partitioned_and_logged(caplog):
     assert all(s.compiled.stats()["compiles"] == 1 for s in subs)
 
 
+def test_eval_inplace_dropout_stays_in_the_lathe_subgraph(caplog):
+    # Dropout(inplace=True) in eval mode is the identity (mnasnet's classifier): no split there.
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.2, inplace=True), torch.nn.Linear(8, 4)).eval()
+    x = torch.randn(3, 8)
+    rec = Recorder()
+    torch._dynamo.reset()
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="lathe.torch"):
+        got = torch.compile(model, backend=rec)(x)
+        want = model(x)
+    assert_close_harness(got, want)
+    assert len(rec.subgraphs()) == 1
+    assert not any("dropout" in r.getMessage() for r in caplog.records)
+
+
 class RegroupByBatch(torch.nn.Module):
     """Sizes computed from the batch (dynamo passes them as SymInt inputs)."""
 

@@ -13,7 +13,11 @@ tensor methods) and calls `backend(graph_module, example_inputs)`. The backend:
    says otherwise); later calls only check the guards and run the executable, GIL released;
 3. lifts parameters and buffers once: they are zero-copy DLPack views of the torch tensors,
    captured by the traced function (Lathe lifts them as graph inputs by reference); every call
-   checks that the same torch tensors are still passed, and re-lifts and retraces if not.
+   checks that the same torch tensors are still passed, and re-lifts and retraces if not. An
+   inference call runs with Lathe's grad mode off (torch.no_grad does not reach Lathe), so the cpu
+   backend freezes the lifted tensors into constants as lathe::compile does for an eval module
+   (batch norms folded into the convolutions, weights reordered once for the blocked layout); an
+   in-place update seen through torch's version counter makes the next call re-freeze.
 
 Per call, torch inputs cross through DLPack with no copy and the outputs come back the same way.
 
