@@ -110,6 +110,34 @@ def test_eval_inplace_dropout_stays_in_the_lathe_subgraph(caplog):
     assert not any("dropout" in r.getMessage() for r in caplog.records)
 
 
+class SlicedBuffer(torch.nn.Module):
+    """bert's embeddings: a buffer sliced to the input's length (position_ids[:, :seq])."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(32, 8)
+        self.register_buffer("position_ids", torch.arange(32).expand((1, -1)), persistent=False)
+
+    def forward(self, x):
+        return x + self.table(self.position_ids[:, :x.shape[1]])
+
+
+def test_slice_of_a_buffer_runs_in_lathe_and_is_frozen():
+    # The partitioner would leave a getitem whose input has only getitem users out of every
+    # partition; the slice then reached Lathe as a per-call input instead of a frozen constant.
+    model = SlicedBuffer().eval()
+    x = torch.randn(2, 12, 8)
+    rec = Recorder()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=rec)(x)
+        want = model(x)
+    assert_close_harness(got, want)
+    (sub,) = rec.subgraphs()
+    assert len(sub.dynamic_positions) == 1  # x only
+    assert sub.compiled.guards_string(0).count("is the tensor frozen") == 2
+
+
 class RegroupByBatch(torch.nn.Module):
     """Sizes computed from the batch (dynamo passes them as SymInt inputs)."""
 

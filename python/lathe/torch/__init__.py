@@ -544,6 +544,26 @@ def _backend_name():
 _graph_counter = [0]
 
 
+def _absorb_input_getitems(gm, partitions, support):
+    """Puts a supported getitem on graph inputs (a buffer slice: bert's position_ids[:, :seq])
+    into the one partition that uses it. CapabilityBasedPartitioner takes a node whose users are
+    all getitems for a tuple and moves those getitems into the node's partition: none for a graph
+    input, so the slice ran in PyTorch and reached Lathe as a per-call input, never frozen."""
+    where = {n: p for p in partitions for n in p.nodes}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not operator.getitem or node in where:
+            continue
+        if not node.all_input_nodes or \
+                any(a.op != "placeholder" for a in node.all_input_nodes):
+            continue
+        users = {where.get(u) for u in node.users}
+        if len(users) != 1 or None in users or not support.is_node_supported(None, node):
+            continue
+        (partition,) = users
+        partition.add_node(node)
+        where[node] = partition
+
+
 def backend(gm: torch.fx.GraphModule, example_inputs):
     """The TorchDynamo backend (torch.compile(model, backend="lathe"))."""
     _graph_counter[0] += 1
@@ -563,6 +583,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs):
         logger.warning("[lathe.torch] graph %d: %s stays in PyTorch (%s)", gid, target, reason)
     if not partitions:
         return gm.forward
+    _absorb_input_getitems(gm, partitions, support)
     fused = partitioner.fuse_partitions(partitions)
     for node in list(fused.graph.nodes):
         if node.op != "call_module" or not node.target.startswith("fused_"):
