@@ -95,6 +95,49 @@ def test_unsupported_op_is_partitioned_and_logged(caplog):
     assert all(s.compiled.stats()["compiles"] == 1 for s in subs)
 
 
+def test_eval_inplace_dropout_stays_in_the_lathe_subgraph(caplog):
+    # Dropout(inplace=True) in eval mode is the identity (mnasnet's classifier): no split there.
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.2, inplace=True), torch.nn.Linear(8, 4)).eval()
+    x = torch.randn(3, 8)
+    rec = Recorder()
+    torch._dynamo.reset()
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="lathe.torch"):
+        got = torch.compile(model, backend=rec)(x)
+        want = model(x)
+    assert_close_harness(got, want)
+    assert len(rec.subgraphs()) == 1
+    assert not any("dropout" in r.getMessage() for r in caplog.records)
+
+
+class SlicedBuffer(torch.nn.Module):
+    """bert's embeddings: a buffer sliced to the input's length (position_ids[:, :seq])."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(32, 8)
+        self.register_buffer("position_ids", torch.arange(32).expand((1, -1)), persistent=False)
+
+    def forward(self, x):
+        return x + self.table(self.position_ids[:, :x.shape[1]])
+
+
+def test_slice_of_a_buffer_runs_in_lathe_and_is_frozen():
+    # The partitioner would leave a getitem whose input has only getitem users out of every
+    # partition; the slice then reached Lathe as a per-call input instead of a frozen constant.
+    model = SlicedBuffer().eval()
+    x = torch.randn(2, 12, 8)
+    rec = Recorder()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=rec)(x)
+        want = model(x)
+    assert_close_harness(got, want)
+    (sub,) = rec.subgraphs()
+    assert len(sub.dynamic_positions) == 1  # x only
+    assert sub.compiled.guards_string(0).count("is the tensor frozen") == 2
+
+
 class RegroupByBatch(torch.nn.Module):
     """Sizes computed from the batch (dynamo passes them as SymInt inputs)."""
 
@@ -160,10 +203,67 @@ def test_parameters_are_lifted_once_and_updates_are_seen():
         compiled(x)
         (sub,) = rec.subgraphs()
         lifted = dict(sub.lifted)
-        model.weight.mul_(2.0)  # in place: the zero-copy view sees it, no retrace
+        assert sub.compiled.stats()["compiles"] == 1
+        # In place: no re-lift (same zero-copy view); the entry that froze the old weight is
+        # dropped (torch's version counter, bumped on the Lathe side) and the next call re-freezes.
+        model.weight.mul_(2.0)
         assert_close_harness(compiled(x), model(x))
         assert all(sub.lifted[k] is v for k, v in lifted.items())
-        assert sub.compiled.stats()["compiles"] == 1
+        assert sub.compiled.stats()["compiles"] == 2
+        assert sub.compiled.num_entries() == 1
+        assert_close_harness(compiled(x), model(x))
+        assert sub.compiled.stats()["compiles"] == 2
+
+
+class ConvBnBlock(torch.nn.Module):
+    """A resnet basic block: conv-bn-relu, conv-bn, residual add, relu."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + x)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad_on_frozen_params"])
+def test_eval_inference_freezes_parameters_and_folds_batch_norm(grad, monkeypatch, capfd):
+    # An inference call (torch.no_grad, or no parameter requiring grad) gets what lathe::compile
+    # gives an eval module: the lifted parameters frozen into constants, the batch norms folded
+    # into the convolutions. Lathe's own grad mode (on by default, and not torch's) must not
+    # keep the lifted parameters as per-call inputs.
+    torch.manual_seed(0)
+    model = ConvBnBlock().eval()
+    with torch.no_grad():
+        for bn in (model.bn1, model.bn2):  # not the identity statistics of a fresh BatchNorm
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+    if grad:
+        model.requires_grad_(False)
+    x = torch.randn(2, 8, 16, 16)
+    rec = Recorder()
+    torch._dynamo.reset()
+    monkeypatch.setenv("LATHE_LOGS", "passes")  # read by the cpu backend when it compiles
+    with torch.set_grad_enabled(grad):
+        compiled = torch.compile(model, backend=rec)
+        got = compiled(x)
+        assert_close_harness(got, model(x))
+        log = capfd.readouterr().err
+        assert "after fold_batch_norm: 2 batch norms folded into their convolution" in log, log
+        (sub,) = rec.subgraphs()
+        # Both conv weights and the four tensors of each batch norm.
+        assert sub.compiled.guards_string(0).count("is the tensor frozen") == 10
+        # A frozen statistic updated in place by torch is seen: the next call re-freezes.
+        with torch.no_grad():
+            model.bn2.running_mean.add_(0.25)
+        assert_close_harness(compiled(x), model(x))
+        assert sub.compiled.stats()["compiles"] == 2
 
 
 def test_grad_mode_with_trainable_inputs_trains_through_lathe():

@@ -13,7 +13,11 @@ tensor methods) and calls `backend(graph_module, example_inputs)`. The backend:
    says otherwise); later calls only check the guards and run the executable, GIL released;
 3. lifts parameters and buffers once: they are zero-copy DLPack views of the torch tensors,
    captured by the traced function (Lathe lifts them as graph inputs by reference); every call
-   checks that the same torch tensors are still passed, and re-lifts and retraces if not.
+   checks that the same torch tensors are still passed, and re-lifts and retraces if not. An
+   inference call runs with Lathe's grad mode off (torch.no_grad does not reach Lathe), so the cpu
+   backend freezes the lifted tensors into constants as lathe::compile does for an eval module
+   (batch norms folded into the convolutions, weights reordered once for the blocked layout); an
+   in-place update seen through torch's version counter makes the next call re-freeze.
 
 Per call, torch inputs cross through DLPack with no copy and the outputs come back the same way.
 
@@ -441,6 +445,20 @@ class LatheSubgraph(torch.nn.Module):
             lathe.mark_static(dyn[k], dims)
         return compiled(*dyn)
 
+    def _call_inference(self, dyn):
+        """An inference call runs with Lathe's grad mode off (torch's is Lathe-invisible): no
+        Lathe tensor here requires grad, and only an entry traced without grad lets the cpu
+        backend freeze the lifted parameters into constants (batch norms folded into the
+        convolutions, weights reordered once for the blocked layout, see
+        CompileOptions::freeze). An in-place update of a parameter (torch's version counter,
+        _relift) drops the frozen entry and the next call re-freezes."""
+        prev = lathe.is_grad_enabled()
+        lathe.set_grad_enabled(False)
+        try:
+            return self._call_lathe(self.compiled, dyn)
+        finally:
+            lathe.set_grad_enabled(prev)
+
     def _results(self, outs, args):
         """The subgraph's outputs in FX order: torch tensors (outs) and the size outputs."""
         if self.size_outputs:
@@ -466,7 +484,7 @@ class LatheSubgraph(torch.nn.Module):
                     c.reset()  # new parameter tensors: the traced graph captured the old ones
         dyn = [_to_lathe(args[i]) for i in self.dynamic_positions]
         try:
-            out = self._call_lathe(self.compiled, dyn)
+            out = self._call_inference(dyn)
         except lathe.Error as e:
             # A call the capability checks let through but Lathe rejects (its message says why):
             # PyTorch runs this subgraph from now on, and gives its own error if the call is bad.
@@ -526,6 +544,26 @@ def _backend_name():
 _graph_counter = [0]
 
 
+def _absorb_input_getitems(gm, partitions, support):
+    """Puts a supported getitem on graph inputs (a buffer slice: bert's position_ids[:, :seq])
+    into the one partition that uses it. CapabilityBasedPartitioner takes a node whose users are
+    all getitems for a tuple and moves those getitems into the node's partition: none for a graph
+    input, so the slice ran in PyTorch and reached Lathe as a per-call input, never frozen."""
+    where = {n: p for p in partitions for n in p.nodes}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not operator.getitem or node in where:
+            continue
+        if not node.all_input_nodes or \
+                any(a.op != "placeholder" for a in node.all_input_nodes):
+            continue
+        users = {where.get(u) for u in node.users}
+        if len(users) != 1 or None in users or not support.is_node_supported(None, node):
+            continue
+        (partition,) = users
+        partition.add_node(node)
+        where[node] = partition
+
+
 def backend(gm: torch.fx.GraphModule, example_inputs):
     """The TorchDynamo backend (torch.compile(model, backend="lathe"))."""
     _graph_counter[0] += 1
@@ -545,6 +583,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs):
         logger.warning("[lathe.torch] graph %d: %s stays in PyTorch (%s)", gid, target, reason)
     if not partitions:
         return gm.forward
+    _absorb_input_getitems(gm, partitions, support)
     fused = partitioner.fuse_partitions(partitions)
     for node in list(fused.graph.nodes):
         if node.op != "call_module" or not node.target.startswith("fused_"):

@@ -224,7 +224,13 @@ def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return lathe.layer_norm(x, list(normalized_shape), weight, bias, eps)
 
 
-@function(F.dropout, check=_falsy_arg(3, "inplace"))
+def _dropout_check(node):
+    # In eval mode (or with p == 0) dropout is the identity and an in-place one writes nothing
+    # (mnasnet's classifier: Dropout(inplace=True)); in training, the write stays in PyTorch.
+    return not is_random(node) or not _arg(node, 3, "inplace", False)
+
+
+@function(F.dropout, check=_dropout_check)
 def _dropout(x, p=0.5, training=True, inplace=False):
     return x if not training or p == 0 else lathe.dropout(x, p, True)
 
