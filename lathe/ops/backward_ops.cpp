@@ -3,10 +3,14 @@
 // and what oneDNN cannot express run the direct loops of lathe/kernels/backward_loops.cpp.
 #include "lathe/ops/backward_ops.h"
 
+#include <cmath>
+
 #include "lathe/kernels/backward_loops.h"
+#include "lathe/kernels/batch_norm.h"
 #include "lathe/kernels/dnnl_common.h"
 #include "lathe/kernels/dnnl_conv_backward.h"
 #include "lathe/kernels/dnnl_pool_backward.h"
+#include "lathe/kernels/elementwise.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 #include "lathe/ops/shape_util.h"
@@ -157,6 +161,51 @@ std::vector<Tensor> embedding_bwd_kernel(TensorList in, const Attrs&,
   return {gw};
 }
 
+// ---- batch_norm_backward (inputs: grad_out, input, weight; the training gradient) ----
+std::vector<TensorMeta> bn_backward_rule(TensorList in, const Attrs&) {
+  const Tensor &go = in[0], &x = in[1], &w = in[2];
+  LATHE_CHECK(
+      x.dim() >= 2 && is_floating(x.dtype()) && go.dtype() == x.dtype() && go.dim() == x.dim(),
+      "[batch_norm_backward] grad_out ", go.shape_string(), " and input ", x.shape_string(),
+      " must share one floating dtype and have at least 2 dims");
+  for (int64_t d = 0; d < x.dim(); ++d)
+    LATHE_CHECK((go.sizes()[d] == x.sizes()[d]).guard("[batch_norm_backward] grad_out sizes"),
+                "[batch_norm_backward] grad_out ", go.shape_string(),
+                " must have the sizes of input ", x.shape_string());
+  const SymInt c = x.sizes()[1];
+  LATHE_CHECK(!w.defined() || (w.dim() == 1 && (w.sizes()[0] == c)
+                                                   .guard("[batch_norm_backward] "
+                                                          "weight size")),
+              "[batch_norm_backward] weight ", w.shape_string(), " must have shape [", c,
+              "] for input ", x.shape_string());
+  TensorMeta gx = result_meta(x.sizes(), x.dtype(), x.device());
+  gx.strides = output_strides(x.sizes(), in.subspan(0, 2));
+  return {gx, result_meta({c}, x.dtype(), x.device()), result_meta({c}, x.dtype(), x.device())};
+}
+
+std::vector<Tensor> bn_backward_kernel(TensorList in, const Attrs& a,
+                                       const std::vector<TensorMeta>& m) {
+  // The statistics again, from the input (the forward keeps none): the same kernel as the
+  // forward's, so the same values.
+  Tensor x = kernels::channel_dense(in[1]);
+  Tensor g = kernels::with_strides_of(in[0], x);
+  std::vector<double> mean, var, w;
+  kernels::channel_moments(x, mean, var);
+  const double eps = a.get_double("eps");
+  std::vector<double> rstd(mean.size());
+  for (size_t c = 0; c < rstd.size(); ++c) rstd[c] = 1.0 / std::sqrt(var[c] + eps);
+  if (in[2].defined()) w = in[2].to(DType::f64).contiguous().to_vector<double>();
+  Tensor gi = fresh_strided(m[0]);
+  Tensor gx =
+      gi.int_strides() == x.int_strides() ? gi : empty_strided(x.sizes(), x.strides(), x.dtype());
+  std::vector<double> gw, gb;
+  kernels::batch_norm_train_backward(g, x, mean, rstd, w, gx, gw, gb);
+  if (!gx.is_same(gi)) kernels::copy(gi, gx);
+  const int64_t C = static_cast<int64_t>(gw.size());
+  Tensor gw_t = from_vector(gw, {C}).to(x.dtype()), gb_t = from_vector(gb, {C}).to(x.dtype());
+  return {gi, gw_t, gb_t};
+}
+
 std::vector<AttrSpec> with(std::vector<AttrSpec> base, AttrSpec extra) {
   base.push_back(extra);
   return base;
@@ -180,6 +229,8 @@ void register_backward_ops(OpRegistry& r) {
   r.add(define_op("adaptive_avg_pool2d_backward", 1,
                   sized_by("adaptive_avg_pool2d_backward", "input_size"), adaptive_kernel,
                   C::pooling, {required("input_size", T::int_list)}));
+  r.add(define_op("batch_norm_backward", 3, bn_backward_rule, bn_backward_kernel, C::normalization,
+                  {required("eps", T::real)}));
   r.add(define_op("embedding_backward", 2, embedding_bwd_rule, embedding_bwd_kernel, C::other,
                   {required("num_weights", T::integer)}));
 }
@@ -232,6 +283,12 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_size,
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_size) {
   return dispatch1(LATHE_OP("adaptive_avg_pool2d_backward"), {&grad_out, 1},
                    Attrs{{"input_size", input_size}});
+}
+
+std::vector<Tensor> batch_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                        const Tensor& weight, double eps) {
+  Tensor in[3] = {grad_out, input, weight};
+  return dispatch(LATHE_OP("batch_norm_backward"), in, Attrs{{"eps", eps}});
 }
 
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights) {

@@ -3,6 +3,8 @@
 // they are ops (not hidden kernel calls) so tracing records them like any other op.
 #pragma once
 
+#include <vector>
+
 #include "lathe/core/tensor.h"
 #include "lathe/ops/attrs.h"
 
@@ -18,6 +20,10 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const At
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_size,
                            const Attrs& pool_attrs);
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_size);
+// The training batch_norm's gradients for (input, weight, bias) with the batch statistics of
+// input (N, C, ...); weight [C] may be undefined.
+std::vector<Tensor> batch_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                        const Tensor& weight, double eps);
 // Rows of grad_out [..., dim] summed into a [num_weights, dim] gradient by the indices.
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights);
 

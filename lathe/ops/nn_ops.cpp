@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "lathe/core/random.h"
+#include "lathe/kernels/batch_norm.h"
 #include "lathe/kernels/elementwise.h"
 #include "lathe/kernels/norm.h"
 #include "lathe/kernels/reduce.h"
@@ -148,52 +149,43 @@ std::vector<Tensor> batch_norm_kernel(TensorList in, const Attrs& a,
   const int64_t C = x.size(1).expect_int();
   const double eps = a.get_double("eps");
   const bool training = a.get_bool("training");
-  DType dt = x.dtype();
-  Tensor mean, var;  // f64 [C] statistics used to normalize
+  auto values = [](const Tensor& t) { return t.to(DType::f64).contiguous().to_vector<double>(); };
+  Tensor xd = kernels::channel_dense(x);
+  std::vector<double> mean, var;  // the statistics used to normalize
   if (training) {
-    std::vector<int64_t> dims{0};
-    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-    Tensor xd = x.to(DType::f64);
-    mean = kernels::reduce(xd, dims, false, kernels::ReduceKind::mean, DType::f64);
-    var = kernels::reduce(xd, dims, false, kernels::ReduceKind::var, DType::f64, 0);
+    kernels::channel_moments(xd, mean, var);
     if (in[1].defined() && in[2].defined()) {
       double m = a.get_double("momentum");
       double n = static_cast<double>(x.numel() / C);
-      auto pm = mean.to_vector<double>(), pv = var.to_vector<double>();
-      Tensor rm = in[1], rv = in[2];
+      std::vector<double> old_m = values(in[1]), old_v = values(in[2]);
       Tensor new_m = empty({C}, DType::f64), new_v = empty({C}, DType::f64);
-      Tensor old_m = rm.to(DType::f64).contiguous(), old_v = rv.to(DType::f64).contiguous();
       for (int64_t c = 0; c < C; ++c) {
-        new_m.data<double>()[c] = (1 - m) * old_m.data<double>()[c] + m * pm[c];
-        new_v.data<double>()[c] = (1 - m) * old_v.data<double>()[c] + m * pv[c] * n / (n - 1);
+        new_m.data<double>()[c] = (1 - m) * old_m[c] + m * mean[c];
+        new_v.data<double>()[c] = (1 - m) * old_v[c] + m * var[c] * n / (n - 1);
       }
-      kernels::copy(rm, new_m);
-      kernels::copy(rv, new_v);
+      kernels::copy(in[1], new_m);
+      kernels::copy(in[2], new_v);
     }
   } else {
-    mean = in[1].to(DType::f64).contiguous();
-    var = in[2].to(DType::f64).contiguous();
+    mean = values(in[1]);
+    var = values(in[2]);
   }
   // y = x * scale + shift per channel.
-  Tensor scale = empty({C}, DType::f64), shift = empty({C}, DType::f64);
-  Tensor w = in[3].defined() ? in[3].to(DType::f64).contiguous() : Tensor();
-  Tensor b = in[4].defined() ? in[4].to(DType::f64).contiguous() : Tensor();
+  std::vector<double> scale(C), shift(C);
+  std::vector<double> w = in[3].defined() ? values(in[3]) : std::vector<double>();
+  std::vector<double> b = in[4].defined() ? values(in[4]) : std::vector<double>();
   for (int64_t c = 0; c < C; ++c) {
-    double s = 1.0 / std::sqrt(var.data<double>()[c] + eps);
-    if (w.defined()) s *= w.data<double>()[c];
-    double t = (b.defined() ? b.data<double>()[c] : 0.0) - mean.data<double>()[c] * s;
-    scale.data<double>()[c] = s;
-    shift.data<double>()[c] = t;
+    double s = 1.0 / std::sqrt(var[c] + eps);
+    if (!w.empty()) s *= w[c];
+    scale[c] = s;
+    shift[c] = (b.empty() ? 0.0 : b[c]) - mean[c] * s;
   }
-  Shape bshape(x.dim(), 1);
-  bshape[1] = C;
-  Tensor sc = kernels::broadcast_to(scale.to(dt).view(bshape), x.sizes());
-  Tensor sh = kernels::broadcast_to(shift.to(dt).view(bshape), x.sizes());
-  Tensor out = alloc_output(x.sizes(), dt, {&x, 1});
-  LATHE_DISPATCH_FLOATING(dt, "batch_norm", [&] {
-    using T = scalar_t;
-    kernels::map3<T, T, T>(out, x, sc, sh, [](T v, T s, T t) { return v * s + t; });
-  });
+  Tensor out = alloc_output(x.sizes(), x.dtype(), {&x, 1});
+  Tensor y = out.int_strides() == xd.int_strides()
+                 ? out
+                 : empty_strided(xd.sizes(), xd.strides(), x.dtype());
+  kernels::channel_affine(xd, scale, shift, y);
+  if (!y.is_same(out)) kernels::copy(out, y);
   return {out};
 }
 

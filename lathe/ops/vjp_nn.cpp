@@ -80,30 +80,29 @@ G layer_norm_vjp(TensorList in, TensorList, TensorList g, const Attrs& a, const 
   return out;
 }
 
-// Inputs: x, running_mean, running_var, weight, bias.
+// Inputs: x, running_mean, running_var, weight, bias. Training: batch_norm_backward (the batch
+// statistics' terms in a few passes); inference: the composition with the running statistics.
 G batch_norm_vjp(TensorList in, TensorList, TensorList g, const Attrs& a, const Needs& n) {
   const Tensor &x = in[0], &w = in[3];
+  const double eps = a.get_double("eps");
+  G out(5);
+  if (a.get_bool("training")) {
+    G r = batch_norm_backward(g[0], x, w, eps);
+    if (n[0]) out[0] = r[0];
+    if (n[3]) out[3] = r[1];
+    if (n[4]) out[4] = r[2];
+    return out;
+  }
   std::vector<int64_t> dims{0};
   Shape channel(x.dim(), 1);
   channel[1] = x.sizes()[1];
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  const double eps = a.get_double("eps");
-  Tensor mu, rstd;
-  if (a.get_bool("training")) {
-    mu = mean(x, dims, true);
-    rstd = rsqrt(add(var(x, dims, 0, true), eps));
-  } else {
-    mu = in[1].reshape(channel);
-    rstd = rsqrt(add(in[2].reshape(channel), eps));
-  }
+  Tensor mu = in[1].reshape(channel);
+  Tensor rstd = rsqrt(add(in[2].reshape(channel), eps));
   Tensor xhat = mul(sub(x, mu), rstd);
-  G out(5);
   if (n[3]) out[3] = sum(mul(g[0], xhat), dims);
   if (n[4]) out[4] = sum(g[0], dims);
-  if (n[0]) {
-    Tensor gxhat = w.defined() ? mul(g[0], w.reshape(channel)) : g[0];
-    out[0] = a.get_bool("training") ? normalized_grad(gxhat, xhat, rstd, dims) : mul(gxhat, rstd);
-  }
+  if (n[0]) out[0] = mul(w.defined() ? mul(g[0], w.reshape(channel)) : g[0], rstd);
   return out;
 }
 

@@ -877,9 +877,9 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
   // torch.autograd, and tests/autograd/test_gradcheck.cpp against finite differences.
   static const std::map<std::string, std::string> with_gradients = [] {
     std::map<std::string, std::string> r = m;
-    for (const char* op :
-         {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward",
-          "avg_pool2d_backward", "adaptive_avg_pool2d_backward", "embedding_backward"})
+    for (const char* op : {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward",
+                           "avg_pool2d_backward", "adaptive_avg_pool2d_backward",
+                           "embedding_backward", "batch_norm_backward"})
       r[op] = "a gradient op, checked against torch.autograd by tests/autograd";
     return r;
   }();
