@@ -70,6 +70,10 @@ void StructuralHasher::add(const Shape& s) {
 
 void StructuralHasher::add(const AttrValue& v) {
   add(static_cast<uint64_t>(v.index()));
+  add_value(v);
+}
+
+void StructuralHasher::add_value(const AttrValue& v) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -101,21 +105,7 @@ void StructuralHasher::add(const Attrs& a) {
       w = std::rotl(w, 23) ^ chunk;
     }
     add(w ^ (static_cast<uint64_t>(v.index()) << 59));
-    std::visit(
-        [&](const auto& x) {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t>)
-            add(static_cast<uint64_t>(x));
-          else if constexpr (std::is_same_v<T, double>)
-            add(std::bit_cast<uint64_t>(x));
-          else if constexpr (std::is_same_v<T, DType>)
-            add(static_cast<uint64_t>(x));
-          else if constexpr (std::is_same_v<T, std::string>)
-            add(std::string_view(x));
-          else
-            add(x);  // Shape
-        },
-        v);
+    add_value(v);
   }
 }
 

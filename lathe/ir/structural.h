@@ -30,6 +30,7 @@ class StructuralHasher {
   uint64_t get() const { return h_; }
 
  private:
+  void add_value(const AttrValue& v);  // the value alone (its alternative hashed by the caller)
   uint64_t h_ = 0x6c617468652d6972ull;
 };
 
