@@ -72,8 +72,10 @@ struct ConvProbeShape {
 };
 
 // The wall time of that convolution on channels-last activations (block 0) or on nChw8c /
-// nChw16c (block 8 / 16), in seconds: best of three runs after a warm-up (the primitive made,
-// the weight reordered), on probe data. Measured once per shape, block and thread count in the
+// nChw16c (block 8 / 16), in seconds, on probe data: after a warm-up (the primitive made, the
+// weight reordered), every layout the shape allows is timed in the same 2-5 rounds, one after
+// the other, and the best of each is kept (probes of one layout taken at another time differ by
+// more than the layouts do on this kind of shared machine). Measured once per shape, block and thread count in the
 // process (cached; thread safe); +inf where the block does not divide the channels (or the
 // group's channels), or oneDNN has no kernel. plan_layouts asks it for the memory-bound
 // convolutions of a graph (depthwise, few channels) whose speed depends on the layout.

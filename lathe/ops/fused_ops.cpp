@@ -345,22 +345,38 @@ void from_blocked_out_kernel(TensorList in, const Attrs&, const std::vector<Tens
 }
 
 // conv2d_blocked(x, weight, bias, residual): conv2d_fused without batch norm on blocked values
-// (the output has the input's block).
+// (the output has the input's block). A plain 4-d x (a network's first convolution, whose few
+// input channels fill no block) is read as it is and the output takes the attribute "block".
 enum BlockedInput { kBx, kBweight, kBbias, kBresidual, kBlockedInputs };
 
 std::vector<TensorMeta> conv2d_blocked_rule(TensorList in, const Attrs& a) {
   LATHE_CHECK(in.size() == kBlockedInputs, "[conv2d_blocked] takes ", int(kBlockedInputs),
               " inputs, got ", in.size());
-  const int64_t block = check_blocked(in[kBx], "conv2d_blocked", "x");
   const Tensor& x = in[kBx];
+  const bool plain = x.defined() && x.dim() == 4;
+  int64_t block = 0;
+  if (plain) {
+    LATHE_CHECK(x.dtype() == DType::f32 && a.has("block") &&
+                    (a.get_int("block") == 8 || a.get_int("block") == 16) &&
+                    !in[kBresidual].defined() && a.get_int("groups") == 1,
+                "[conv2d_blocked] a plain f32 [N, C, H, W] x needs the attribute block = 8 or 16 "
+                "for its output, one group and no residual; got x ",
+                x.shape_string(), a.has("block") ? "" : " and no block");
+    block = a.get_int("block");
+  } else {
+    block = check_blocked(x, "conv2d_blocked", "x");
+    LATHE_CHECK(!a.has("block") || a.get_int("block") == block, "[conv2d_blocked] block ",
+                a.has("block") ? a.get_int("block") : 0, " differs from x's block ", block);
+  }
   const Tensor& w = in[kBweight];
   LATHE_CHECK(w.dim() == 4 && w.sizes()[0].expect_int() % block == 0,
               "[conv2d_blocked] weight must be [O, C/groups, KH, KW] with O a multiple of the "
               "block ",
               block, ", got ", w.shape_string());
   auto z = x.shape();
-  Tensor x4 = empty_strided(to_shape({z[0], z[1] * block, z[2], z[3]}), to_shape({0, 0, 0, 0}),
-                            x.dtype());  // sizes only, for conv2d's rule
+  Tensor x4 = empty_strided(
+      plain ? x.sizes() : to_shape({z[0], z[1] * block, z[2], z[3]}), to_shape({0, 0, 0, 0}),
+      x.dtype());  // sizes only, for conv2d's rule
   std::vector<Tensor> conv_in{x4, w, in[kBbias]};
   std::vector<TensorMeta> m = LATHE_OP("conv2d").shape(conv_in, a);
   auto os = to_ints(m[0].sizes);
@@ -516,7 +532,7 @@ void register_fused_ops(OpRegistry& r) {
     attrs.insert(attrs.end(), {required("act", T::string), required("act_min", T::real),
                                required("act_max", T::real), required("act2", T::string),
                                required("act2_min", T::real), required("act2_max", T::real),
-                               optional("algorithm", T::string)});
+                               optional("algorithm", T::string), optional("block", T::integer)});
     OpDef blocked =
         define_op("conv2d_blocked", kBlockedInputs, conv2d_blocked_rule,
                   allocating(conv2d_blocked_out_kernel), OpCategory::fused, std::move(attrs));

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <unordered_set>
 
 #include "lathe/backend/backend.h"
 #include "lathe/backend/cpu/plan_layouts.h"
@@ -360,8 +361,15 @@ TEST(PlanLayoutsChoice, ChoosesTheMeasuredCheapestBlock) {
   for (int k : {1, 2})
     if (c.cost_s[k] < 0.95 * c.cost_s[0] && c.cost_s[k] < best) best = c.cost_s[k], want = 8 * k;
   EXPECT_EQ(c.block, want);
+  // The per-region labelling can keep everything channels-last: never dearer than that.
+  EXPECT_LE(c.cost_s[1], c.cost_s[0] * (1 + 1e-9));
+  EXPECT_LE(c.cost_s[2], c.cost_s[0] * (1 + 1e-9));
+  EXPECT_EQ(c.per_region, c.block != 0);
+  EXPECT_EQ(c.convert.empty(), c.block == 0);
   backend::cpu::PlanLayoutsStats s;
-  auto out = backend::cpu::plan_layouts(*b.g, &s, c.block, false);
+  auto out = backend::cpu::plan_layouts(*b.g, &s, c.block, false, nullptr,
+                                        c.per_region ? &c.convert : nullptr);
+  EXPECT_EQ(s.blocked_convs, static_cast<int>(c.convert.size()));
   EXPECT_LT(max_rel_diff(run(*out, b.inputs)[0], run(*b.g, b.inputs)[0]), kTol);
 
   Built w;
@@ -374,10 +382,117 @@ TEST(PlanLayoutsChoice, ChoosesTheMeasuredCheapestBlock) {
     EXPECT_TRUE(cw.winograd);
     EXPECT_EQ(cw.block, 16);
   }
-  // Without Winograd no block converts a lone convolution (no region to keep blocked): nothing
-  // is measured.
+  // Without Winograd a lone memory-bound convolution is measured: it goes blocked only when that
+  // pays for its two reorders as well.
   const backend::cpu::BlockChoice cd = backend::cpu::choose_block(*w.g, false);
   EXPECT_FALSE(cd.winograd);
-  EXPECT_EQ(cd.probed_convs, 0);
-  EXPECT_EQ(cd.block, backend::cpu::plan_layouts_block());
+  EXPECT_EQ(cd.probed_convs, 1);
+  EXPECT_EQ(cd.convert.size(), cd.block != 0 ? 1u : 0u);
+  // A graph without memory-bound convolutions takes the machine's block, unmeasured.
+  Built d;
+  ir::Value* dx = d.input(rnd({1, 64, 8, 8}, 6).to_channels_last());
+  ir::Value* dw = d.input(rnd({64, 64, 3, 3}, 7));
+  d.g->set_outputs({d.conv(dx, dw, nullptr, nullptr, 1, 1, "relu")});
+  const backend::cpu::BlockChoice cc = backend::cpu::choose_block(*d.g, false);
+  EXPECT_EQ(cc.probed_convs, 0);
+  EXPECT_FALSE(cc.per_region);
+  EXPECT_EQ(cc.block, backend::cpu::plan_layouts_block());
+}
+
+// Per-region plans: plan_layouts converts exactly the convolutions it is given, with reorders
+// where a value crosses between the layouts, and computes the same numbers.
+TEST(PlanLayoutsPass, ConvertsExactlyTheGivenConvolutions) {
+  Built b = block(false);
+  std::vector<const ir::Node*> convs;
+  for (const ir::Node* n : b.g->nodes()) convs.push_back(n);
+  ASSERT_EQ(convs.size(), 3u);
+  const Tensor want = run(*b.g, b.inputs)[0];
+  struct Case {
+    std::vector<int> chosen;
+    std::vector<std::string> ops;
+    int to, from;
+  };
+  const std::vector<Case> cases{
+      // The middle one: its input is its residual too, reordered once.
+      {{1}, {"conv2d_fused", "to_blocked", "conv2d_blocked", "from_blocked", "conv2d_fused"}, 1, 1},
+      {{0, 1}, {"to_blocked", "conv2d_blocked", "conv2d_blocked", "from_blocked", "conv2d_fused"},
+       1, 1},
+      {{2}, {"conv2d_fused", "conv2d_fused", "to_blocked", "conv2d_blocked", "from_blocked"}, 1, 1},
+      {{}, {"conv2d_fused", "conv2d_fused", "conv2d_fused"}, 0, 0},
+  };
+  for (const Case& c : cases) {
+    std::unordered_set<const ir::Node*> convert;
+    for (int i : c.chosen) convert.insert(convs[i]);
+    backend::cpu::PlanLayoutsStats s;
+    auto out = backend::cpu::plan_layouts(*b.g, &s, 8, false, nullptr, &convert);
+    out->verify();
+    EXPECT_EQ(op_names(*out), c.ops) << c.chosen.size();
+    EXPECT_EQ(s.blocked_convs, static_cast<int>(c.chosen.size()));
+    EXPECT_EQ(s.to_blocked, c.to);
+    EXPECT_EQ(s.from_blocked, c.from);
+    EXPECT_LT(max_rel_diff(run(*out, b.inputs)[0], want), kTol);
+  }
+}
+
+// A first convolution (3 input channels, no block) reads its nchw input as it is and writes the
+// blocked layout itself when its reader is converted: no reorder of its output.
+TEST(PlanLayoutsPass, AFirstConvolutionWritesTheBlockedLayoutItself) {
+  for (int64_t B : {8, 16}) {
+    Built b;
+    ir::Value* x = b.input(rnd({2, 3, 17, 17}, 1));  // nchw, as a network's input comes
+    ir::Value* w1 = b.input(rnd({16, 3, 3, 3}, 2));
+    ir::Value* b1 = b.input(rnd({16}, 3));
+    ir::Value* w2 = b.input(rnd({16, 1, 3, 3}, 4));
+    ir::Value* w3 = b.input(rnd({16, 16, 3, 3}, 5));
+    ir::Value* y1 = b.conv(x, w1, b1, nullptr, 1, 2, "clip");
+    ir::Value* y2 = b.conv(y1, w2, nullptr, nullptr, 16, 1, "relu");
+    ir::Value* y3 = b.conv(y2, w3, nullptr, y2, 1, 1, "none");
+    b.g->set_outputs({y3});
+    const Tensor want = run(*b.g, b.inputs)[0];
+    std::vector<const ir::Node*> convs;
+    for (const ir::Node* n : b.g->nodes()) convs.push_back(n);
+    // The whole-graph rule, and per region with all three chosen.
+    std::unordered_set<const ir::Node*> all(convs.begin(), convs.end());
+    for (const auto* convert : {static_cast<decltype(&all)>(nullptr), &all}) {
+      backend::cpu::PlanLayoutsStats s;
+      auto out = backend::cpu::plan_layouts(*b.g, &s, B, false, nullptr, convert);
+      out->verify();
+      EXPECT_EQ(op_names(*out), (std::vector<std::string>{"conv2d_blocked", "conv2d_blocked",
+                                                          "conv2d_blocked", "from_blocked"}))
+          << B;
+      EXPECT_EQ(s.blocked_stems, 1);
+      EXPECT_EQ(s.to_blocked, 0);
+      const ir::Node* stem = out->nodes().front();
+      EXPECT_EQ(stem->inputs()[0]->type().sizes.size(), 4u);
+      EXPECT_EQ(stem->attrs().get_int("block"), B);
+      EXPECT_LT(max_rel_diff(run(*out, b.inputs)[0], want), kTol) << B;
+    }
+    // Per region without the first convolution: it stays channels-last and its output is
+    // reordered in.
+    std::unordered_set<const ir::Node*> rest{convs[1], convs[2]};
+    backend::cpu::PlanLayoutsStats s;
+    auto out = backend::cpu::plan_layouts(*b.g, &s, B, false, nullptr, &rest);
+    EXPECT_EQ(op_names(*out), (std::vector<std::string>{"conv2d_fused", "to_blocked",
+                                                        "conv2d_blocked", "conv2d_blocked",
+                                                        "from_blocked"}));
+    EXPECT_EQ(s.blocked_stems, 0);
+    EXPECT_LT(max_rel_diff(run(*out, b.inputs)[0], want), kTol) << B;
+  }
+}
+
+// conv2d_blocked's plain-input form needs its output block, one group and no residual.
+TEST(BlockedLayoutOps, APlainInputNeedsTheBlockAttribute) {
+  const OpDef& def = OpRegistry::global().get("conv2d_blocked");
+  Tensor x = rnd({1, 3, 8, 8}, 1), w = rnd({16, 3, 3, 3}, 2);
+  Attrs a{{"stride", Shape{1, 1}}, {"padding", Shape{1, 1}}, {"dilation", Shape{1, 1}},
+          {"groups", int64_t{1}},  {"act", std::string("none")}, {"act_min", 0.0},
+          {"act_max", 0.0},        {"act2", std::string("none")}, {"act2_min", 0.0},
+          {"act2_max", 0.0}};
+  std::vector<Tensor> in{x, w, Tensor(), Tensor()};
+  EXPECT_THROW(def.shape(in, a), std::exception);
+  a.set("block", int64_t{8});
+  std::vector<TensorMeta> m = def.shape(in, a);
+  EXPECT_EQ(to_ints(m[0].sizes), (std::vector<int64_t>{1, 2, 8, 8, 8}));
+  a.set("block", int64_t{5});
+  EXPECT_THROW(def.shape(in, a), std::exception);
 }

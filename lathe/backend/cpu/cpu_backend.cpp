@@ -147,22 +147,28 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       const bool winograd = plan_layouts_winograd();
       std::string why = "LATHE_CPU_BLOCK";
       int block = 0;
+      BlockChoice c;
       if (std::getenv("LATHE_CPU_BLOCK")) {
         block = plan_layouts_block();
       } else {
-        const BlockChoice c = choose_block(*cur, winograd, &constant_inputs);
+        c = choose_block(*cur, winograd, &constant_inputs);
         block = c.block;
         why = c.winograd ? std::string("Winograd")
               : c.probed_convs
                   ? lathe::detail::str("measured on ", c.probed_convs,
                                        " memory-bound convolutions: channels-last ",
-                                       c.cost_s[0] * 1e3, " ms, nChw8c ", c.cost_s[1] * 1e3,
-                                       " ms, nChw16c ", c.cost_s[2] * 1e3, " ms")
+                                       c.cost_s[0] * 1e3, " ms, per region with nChw8c ",
+                                       c.cost_s[1] * 1e3, " ms, with nChw16c ",
+                                       c.cost_s[2] * 1e3, " ms")
                   : std::string("the machine's block");
       }
-      cur = plan_layouts(*cur, &s, block, winograd, &constant_inputs);
+      cur = plan_layouts(*cur, &s, block, winograd, &constant_inputs,
+                         c.per_region ? &c.convert : nullptr);
+      if (log && !c.table.empty())
+        std::cerr << "[lathe.passes] plan_layouts probes, memory-bound convolutions:\n" << c.table;
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout (block ",
-                                   s.block, ": ", why, "; ", s.winograd_convs, " Winograd), ",
+                                   s.block, ": ", why, "; ", s.winograd_convs, " Winograd, ",
+                                   s.blocked_stems, " first convolutions), ",
                                    s.blocked_pools, " max poolings, ", s.to_blocked,
                                    " reorders in, ", s.from_blocked, " reorders out");
     } else if (name == "concat_blocked") {

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "lathe/backend/cpu/match.h"
+#include "lathe/backend/cpu/min_cut.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/kernels/dnnl_conv.h"
 #include "lathe/ops/register.h"
@@ -50,6 +51,27 @@ bool is_candidate(const ir::Node* n, int64_t B) {
   if (yt.strides.empty() || !same_sizes(yt.strides, channels_last_strides(yt.sizes))) return false;
   return groups == 1 || (groups == C && groups == O) ||
          ((C / groups) % B == 0 && (O / groups) % B == 0);
+}
+
+// A network's first convolution (f32 4-d static, at most 4 input channels, which fill no block,
+// one group, no residual or batch norm, output channels a multiple of B): it can read its input
+// as it is (nchw) and write the blocked layout itself, so a region may start there without a
+// reorder of its large output.
+bool is_stem(const ir::Node* n, int64_t B) {
+  if (!is_op(n, "conv2d_fused") && !is_op(n, "conv2d")) return false;
+  const auto& in = n->inputs();
+  if (is_op(n, "conv2d_fused") &&
+      (in[kMean] || in[kVar] || in[kGamma] || in[kBeta] || in[kResidual]))
+    return false;
+  const ir::Value* x = in[kX];
+  const ir::Value* w = in[kWeight];
+  if (x->type().dtype != DType::f32 || x->type().sizes.size() != 4 || !all_static(x) ||
+      !all_static(w) || !all_static(n->output()) || n->attrs().get_int("groups") != 1)
+    return false;
+  const int64_t C = *static_size(x, 1), O = *static_size(w, 0);
+  const ir::ValueType& yt = n->output()->type();
+  return C <= 4 && C % B != 0 && O % B == 0 && !yt.strides.empty() &&
+         same_sizes(yt.strides, channels_last_strides(yt.sizes));
 }
 
 // A max pooling that can stay on the blocked layout: f32 4-d, static, C a multiple of B, reading
@@ -138,26 +160,100 @@ std::optional<ConvCost> conv_cost(const ir::Node* n) {
   return c;
 }
 
-// The measured time of g's memory-bound convolutions and of its reorders.
-double measured_cost(const ir::Graph& g, int* probed) {
-  double t = 0;
+// The time of the reorder of v (4-d, static) between channels-last and nChw<B>c.
+double reorder_s(const ir::Value* v, int64_t B) {
+  if (v->type().sizes.size() != 4 || !all_static(v)) return 0;
+  return lathe::detail::dnnl_measured_reorder_s(*static_size(v, 0), *static_size(v, 1),
+                                                *static_size(v, 2), *static_size(v, 3),
+                                                static_cast<int>(B));
+}
+
+// Per-region labelling for block B (see choose_block): each candidate convolution is labelled
+// channels-last (the source side of a MinCut) or blocked (the sink side), so that the measured
+// time of the memory-bound convolutions in their layouts plus the reorders the labels need is
+// least. Costs as cut edges:
+// - a memory-bound convolution n: source -> n with its blocked time (paid when n is blocked),
+//   n -> sink with its channels-last time (paid when it is not); other convolutions cost the same
+//   on both (they run at the machine's peak) and follow their neighbours;
+// - an activation v read by candidates: a node `blk` (v has a blocked copy) that every blocked
+//   reader forces to the sink side (edge blk -> reader, infinite), paying the reorder into the
+//   block when v's producer is channels-last (edge producer -> blk, or source -> blk when the
+//   producer is no candidate); and, for a candidate's output, a node `cl` (v has a
+//   channels-last copy) that every channels-last reader, and any reader outside the candidates
+//   or a graph output, forces to the source side, paying the reorder out when the producer is
+//   blocked (edge cl -> producer).
+// Each reorder is paid once per value however many readers share it, as plan_layouts does.
+struct RegionLabels {
+  double cost_s = 0;                          // the labelling's convolutions plus reorders
+  std::unordered_set<const ir::Node*> blocked;  // the convolutions labelled blocked
+};
+RegionLabels label_regions(const ir::Graph& g, int64_t B, int* probed) {
+  MinCut cut;
+  std::unordered_map<const ir::Node*, int> id;
+  RegionLabels out;
+  std::unordered_set<const ir::Node*> stems;
   for (const ir::Node* n : g.nodes()) {
-    if (is_op(n, "to_blocked") || is_op(n, "from_blocked")) {
-      const ir::Value* v = is_op(n, "to_blocked") ? n->inputs()[0] : n->output();
-      if (v->type().sizes.size() == 4 && all_static(v)) {
-        const int block = static_cast<int>(
-            is_op(n, "to_blocked") ? n->attrs().get_int("block") : *static_size(n->inputs()[0], 4));
-        t += lathe::detail::dnnl_measured_reorder_s(*static_size(v, 0), *static_size(v, 1),
-                                                    *static_size(v, 2), *static_size(v, 3), block);
-      }
-      continue;
+    const bool stem = is_stem(n, B);
+    if (is_candidate(n, B) || stem) {
+      id.emplace(n, cut.add_node());
+      if (stem) stems.insert(n);
+      if (!stem) continue;
     }
+    // A memory-bound convolution the block cannot take stays on channels-last; a first
+    // convolution takes about as long writing either layout (not probed blocked: its input is
+    // no blocked layout), so it costs its channels-last time either way.
     auto c = conv_cost(n);
-    if (!c || c->flops_per_byte >= kMemoryBoundFlopsPerByte) continue;
-    t += lathe::detail::dnnl_measured_conv_s(c->shape, c->block);
+    if (c && c->flops_per_byte < kMemoryBoundFlopsPerByte)
+      out.cost_s += lathe::detail::dnnl_measured_conv_s(c->shape, c->block);
+  }
+  for (const auto& [n, v] : id) {
+    auto c = conv_cost(n);
+    if (stems.count(n) || !c || c->flops_per_byte >= kMemoryBoundFlopsPerByte) continue;
+    const double cl = lathe::detail::dnnl_measured_conv_s(c->shape, 0);
+    const double blk = lathe::detail::dnnl_measured_conv_s(c->shape, static_cast<int>(B));
+    cut.add_edge(MinCut::kSource, v, std::isfinite(blk) ? blk : MinCut::kInfinite);
+    cut.add_edge(v, MinCut::kSink, std::isfinite(cl) ? cl : MinCut::kInfinite);
     if (probed) ++*probed;
   }
-  return t;
+  std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
+  std::unordered_set<const ir::Value*> seen;
+  auto add_value = [&](const ir::Value* v) {
+    if (!seen.insert(v).second) return;
+    std::vector<int> readers;  // candidate readers of v as their activation
+    bool others = outs.count(v) > 0;
+    for (const ir::Node* u : v->users()) {
+      auto it = id.find(u);
+      if (it != id.end() && !stems.count(u) && reads_as_activation(u, v))
+        readers.push_back(it->second);
+      else
+        others = true;
+    }
+    const ir::Node* p = v->producer();
+    auto pit = p ? id.find(p) : id.end();
+    const bool from_candidate = pit != id.end();
+    if (readers.empty() && !from_candidate) return;
+    const double r = reorder_s(v, B);
+    if (!readers.empty()) {
+      const int blk = cut.add_node();
+      for (int u : readers) cut.add_edge(blk, u, MinCut::kInfinite);
+      cut.add_edge(from_candidate ? pit->second : MinCut::kSource, blk, r);
+    }
+    if (from_candidate) {
+      const int cl = cut.add_node();
+      for (int u : readers) cut.add_edge(u, cl, MinCut::kInfinite);
+      if (others) cut.add_edge(MinCut::kSource, cl, MinCut::kInfinite);
+      cut.add_edge(cl, pit->second, r);
+    }
+  };
+  for (const auto& [n, v] : id) {
+    add_value(n->output());
+    if (!stems.count(n)) add_value(n->inputs()[kX]);  // a first convolution reads it as it is
+    if (const ir::Value* res = residual_of(n)) add_value(res);
+  }
+  out.cost_s += cut.solve();
+  for (const auto& [n, v] : id)
+    if (cut.sink_side(v)) out.blocked.insert(n);
+  return out;
 }
 
 }  // namespace
@@ -178,32 +274,53 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd,
     auto cc = conv_cost(n);
     any |= cc && cc->flops_per_byte < kMemoryBoundFlopsPerByte;
   }
-  // The plans with each block; nothing to measure when neither converts a convolution.
-  std::unique_ptr<ir::Graph> planned[2];
-  for (int k : {0, 1}) {
-    PlanLayoutsStats st;
-    planned[k] = plan_layouts(g, &st, k == 0 ? 8 : 16, false, constant_weights);
-    if (st.blocked_convs == 0) planned[k].reset();
-  }
-  if (!any || (!planned[0] && !planned[1])) {
+  if (!any) {
     c.block = plan_layouts_block();
     return c;
   }
-  c.cost_s[0] = measured_cost(g, &c.probed_convs);
+  // All channels-last: the sum of the memory-bound convolutions' times there.
+  for (const ir::Node* n : g.nodes()) {
+    auto cc = conv_cost(n);
+    if (cc && cc->flops_per_byte < kMemoryBoundFlopsPerByte) {
+      c.cost_s[0] += lathe::detail::dnnl_measured_conv_s(cc->shape, cc->block);
+      ++c.probed_convs;
+    }
+  }
   double best = c.cost_s[0];
   for (int k : {0, 1}) {
-    c.cost_s[k + 1] = planned[k] ? measured_cost(*planned[k], nullptr) : INFINITY;
-    if (c.cost_s[k + 1] < 0.95 * c.cost_s[0] && c.cost_s[k + 1] < best) {
-      best = c.cost_s[k + 1];
+    RegionLabels r = label_regions(g, k == 0 ? 8 : 16, nullptr);
+    c.cost_s[k + 1] = r.blocked.empty() ? c.cost_s[0] : r.cost_s;
+    // A blocked plan only for a clear win (the probes' noise is a few percent).
+    if (!r.blocked.empty() && r.cost_s < 0.95 * c.cost_s[0] && r.cost_s < best) {
+      best = r.cost_s;
       c.block = k == 0 ? 8 : 16;
+      c.convert = std::move(r.blocked);
     }
+  }
+  // LATHE_CPU_LAYOUT_REGIONS=0: the block so chosen, with plan_layouts' whole-graph rule (for
+  // comparisons).
+  const char* e = std::getenv("LATHE_CPU_LAYOUT_REGIONS");
+  LATHE_CHECK(!e || std::string(e) == "0" || std::string(e) == "1",
+              "[plan_layouts] LATHE_CPU_LAYOUT_REGIONS must be 0 or 1, got '", e, "'");
+  c.per_region = c.block != 0 && !(e && std::string(e) == "0");
+  for (const ir::Node* n : g.nodes()) {
+    auto cc = conv_cost(n);
+    if (!cc || cc->flops_per_byte >= kMemoryBoundFlopsPerByte) continue;
+    auto us = [&](int b) { return 1e6 * lathe::detail::dnnl_measured_conv_s(cc->shape, b); };
+    c.table += lathe::detail::str("  %", n->output()->id(), " ", cc->shape.c, "->", cc->shape.o,
+                                  " ", cc->shape.kh, "x", cc->shape.kw, " groups ",
+                                  cc->shape.p.groups, " stride ", cc->shape.p.stride[0], " @",
+                                  cc->shape.h, ": channels-last ", us(0), " us, nChw8c ", us(8),
+                                  " us, nChw16c ", us(16), " us",
+                                  c.convert.count(n) ? " -> blocked" : "", "\n");
   }
   return c;
 }
 
 std::unique_ptr<ir::Graph> plan_layouts(
     const ir::Graph& g, PlanLayoutsStats* stats, int block, bool winograd,
-    const std::unordered_set<const ir::Value*>* constant_weights) {
+    const std::unordered_set<const ir::Value*>* constant_weights,
+    const std::unordered_set<const ir::Node*>* convert) {
   LATHE_CHECK(block == 0 || block == 8 || block == 16,
               "[plan_layouts] the block must be 0, 8 or 16, got ", block);
   // Winograd runs on nChw16c only: a graph with a convolution it can run takes that block.
@@ -218,13 +335,26 @@ std::unique_ptr<ir::Graph> plan_layouts(
   std::unordered_set<const ir::Node*> candidates;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_candidate(n, B)) candidates.insert(n);
+  if (convert) {  // per-region labels: only the convolutions chosen (and Winograd's)
+    std::unordered_set<const ir::Node*> chosen;
+    for (const ir::Node* n : candidates)
+      if (convert->count(n) || wino.count(n)) chosen.insert(n);
+    candidates = std::move(chosen);
+  }
   std::unordered_set<const ir::Node*> pools;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_pool_candidate(n, B, candidates)) pools.insert(n);
   candidates.insert(pools.begin(), pools.end());
+  // First convolutions write blocked output when chosen (per region), or else when every reader
+  // of their output is converted.
+  std::unordered_set<const ir::Node*> stems;
+  for (const ir::Node* n : g.nodes())
+    if (B != 0 && is_stem(n, B) && (!convert || convert->count(n))) stems.insert(n);
   std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
   std::unordered_set<const ir::Value*> blocked;  // values kept in the blocked layout
-  for (const ir::Node* n : candidates) {
+  std::vector<const ir::Node*> producers(candidates.begin(), candidates.end());
+  producers.insert(producers.end(), stems.begin(), stems.end());
+  for (const ir::Node* n : producers) {
     const ir::Value* y = n->output();
     if (outs.count(y) || y->users().empty()) continue;
     bool all = true;
@@ -236,6 +366,8 @@ std::unique_ptr<ir::Graph> plan_layouts(
   }
   // A Winograd convolution pays for its reorders by itself (about 2x on the convolution).
   auto converts = [&](const ir::Node* n) {
+    if (stems.count(n)) return convert || blocked.count(n->output()) > 0;
+    if (convert) return candidates.count(n) > 0;  // every chosen one, reorders or not
     return candidates.count(n) &&
            (wino.count(n) || blocked.count(n->output()) || blocked.count(n->inputs()[kX]) ||
             (residual_of(n) && blocked.count(residual_of(n))));
@@ -297,6 +429,18 @@ std::unique_ptr<ir::Graph> plan_layouts(
     if (wino.count(&n)) {
       attrs.set("algorithm", std::string("winograd"));
       ++s.winograd_convs;
+    }
+    if (stems.count(&n)) {  // reads its input as it is, writes the block
+      attrs.set("block", B);
+      ir::Value* y = copy.graph
+                         ->add_node(conv_op, {copy[in[kX]], copy[in[kWeight]], copy[in[kBias]],
+                                              nullptr},
+                                    std::move(attrs), {blocked_type(n.output()->type())})
+                         ->output();
+      ++s.blocked_convs;
+      ++s.blocked_stems;
+      bind_result(n, y, copy);
+      return true;
     }
     ir::Value* y = copy.graph
                        ->add_node(conv_op,

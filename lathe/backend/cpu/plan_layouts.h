@@ -36,6 +36,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <unordered_set>
 
 #include "lathe/ir/graph.h"
@@ -49,6 +50,7 @@ struct PlanLayoutsStats {
   int from_blocked = 0;    // reorders out of it
   int blocked_pools = 0;   // max poolings converted (max_pool2d_blocked)
   int winograd_convs = 0;  // of the converted convolutions, those on the Winograd algorithm
+  int blocked_stems = 0;   // of them, first convolutions reading a plain input (see is_stem)
 };
 
 // Whether the pass uses Winograd by default: LATHE_CPU_WINOGRAD when set (0 or 1; 1 still needs
@@ -77,7 +79,14 @@ struct BlockChoice {
   int block = 0;
   bool winograd = false;         // forced to 16 by a Winograd convolution
   int probed_convs = 0;          // memory-bound convolutions timed
-  double cost_s[3] = {0, 0, 0};  // their time plus reorders: channels-last, 8, 16
+  double cost_s[3] = {0, 0, 0};  // their time plus reorders: channels-last, 8, 16 (per region)
+  // per_region: the block's plan converts exactly the convolutions in `convert` (nodes of the
+  // graph given; pass it to plan_layouts); else plan_layouts' own rule applies.
+  bool per_region = false;
+  std::unordered_set<const ir::Node*> convert;
+  // One line per memory-bound convolution: its output, the probes' times in each layout and
+  // whether the chosen plan converts it (LATHE_LOGS=passes prints it).
+  std::string table;
 };
 BlockChoice choose_block(const ir::Graph& g, bool winograd = plan_layouts_winograd(),
                          const std::unordered_set<const ir::Value*>* constant_weights = nullptr);
@@ -87,9 +96,13 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd = plan_layouts_winogr
 // values (frozen constants): its weight transform is cached per weight, so a weight that changes
 // every call (training) would pay it every call, and training keeps the direct algorithm's
 // rounding, which eager has. Without it every eligible convolution qualifies.
+// `convert`, when given (choose_block's per-region labels), is the set of convolutions to put on
+// the blocked layout, instead of the rule "touches a blocked value"; Winograd's still convert,
+// and max poolings join after a converted convolution as before.
 std::unique_ptr<ir::Graph> plan_layouts(
     const ir::Graph& g, PlanLayoutsStats* stats = nullptr, int block = plan_layouts_block(),
     bool winograd = plan_layouts_winograd(),
-    const std::unordered_set<const ir::Value*>* constant_weights = nullptr);
+    const std::unordered_set<const ir::Value*>* constant_weights = nullptr,
+    const std::unordered_set<const ir::Node*>* convert = nullptr);
 
 }  // namespace lathe::backend::cpu
