@@ -6,9 +6,10 @@
 //   a blocked value read outside the region                      ->  from_blocked after it
 //   a channels-last value read inside the region                 ->  to_blocked(block) before it
 //
-// The block B is chosen per graph by measurement on the running machine (`choose_block`,
-// below): the memory-bound convolutions of the graph are timed on their real shapes in each
-// layout and the cheapest plan wins; a graph where no block would convert anything takes the
+// The block B and which convolutions take it are chosen per region by measurement on the
+// running machine (`choose_block`, below): the memory-bound convolutions of the graph are timed
+// on their real shapes in each layout, the reorders too, and a minimum cut labels each
+// convolution so that the sum is least; a graph without memory-bound convolutions takes the
 // machine's block (`plan_layouts_block`: the block oneDNN's convolution picks for itself when a
 // probe convolution runs measurably faster on it than on channels-last, else none).
 // LATHE_CPU_BLOCK=0|8|16 overrides both. Measured: nChw8c beat channels-last on an AVX2 Zen 3;
@@ -27,7 +28,12 @@
 // max_pool2d_blocked (oneDNN pools nChw16c / nChw8c directly), so squeezenet's pools between
 // Fire modules need no reorders.
 //
-// A value stays blocked when it is made by a candidate convolution, is no graph output, and every
+// A network's first convolution (at most 4 input channels: no block) reads its nchw input as it
+// is and writes the blocked layout itself (conv2d_blocked with a plain input and attribute
+// "block") when its readers are converted, so a region can start there with no reorder.
+//
+// Without per-region labels (LATHE_CPU_BLOCK set, or LATHE_CPU_LAYOUT_REGIONS=0), a value stays
+// blocked when it is made by a candidate convolution, is no graph output, and every
 // user is a candidate convolution (reading it as its input or its residual). Candidates: f32,
 // static sizes, no batch-norm inputs, channels and output channels multiples of B, and either
 // dense, depthwise, or with a multiple of B channels per group (other grouped convolutions have
@@ -67,10 +73,13 @@ int plan_layouts_block();
 // - else the memory-bound convolutions decide (fewer than kMemoryBoundFlopsPerByte flops per byte
 //   of activation read and written: depthwise, and 1x1 with few channels, whose speed depends on
 //   the layout, unlike the compute-bound ones that run at the machine's peak on every layout):
-//   each is timed on its real shape on channels-last, nChw8c and nChw16c
-//   (lathe::detail::dnnl_measured_conv_s, cached per shape), the graph is planned with each
-//   block, and the plan whose memory-bound convolutions plus reorders (measured the same way)
-//   take the least time wins, a blocked plan only when at least 5% faster than channels-last;
+//   each is timed on its real shape on channels-last, nChw8c and nChw16c in the same rounds
+//   (lathe::detail::dnnl_measured_conv_s, cached per shape); for each block a minimum cut
+//   (MinCut) labels every candidate convolution channels-last or blocked so that the measured
+//   times plus the reorders the labels need (one per value that crosses, measured too) are
+//   least: a region where the blocked kernels win more than its edges cost goes blocked, the
+//   rest stays channels-last. The block whose labelling is cheapest wins, when at least 5%
+//   cheaper than all channels-last; `convert` holds its blocked convolutions;
 // - a graph without memory-bound convolutions takes the machine's block (plan_layouts_block).
 // Measured on mobilenet_v2 at batch 8 (Zen 4): nChw8c runs the depthwise convolutions at 56x56
 // and above about 2x and the 1x1 ones 1.3-1.8x faster than channels-last, equal from 14x14 down.
