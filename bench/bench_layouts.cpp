@@ -1,9 +1,10 @@
 // The cpu backend's plan_layouts pass with each layout, model by model: channels-last (the pass
-// off, LATHE_CPU_BLOCK=0), nChw8c (8) and nChw16c (16); compiled calls timed in interleaved rounds
-// by process CPU time (robust to other jobs on a shared machine, unlike wall time) and wall time,
-// best of the rounds. Inference, batch 1, frozen weights. First prints the probe the pass's default
-// choice comes from (dnnl_measured_conv_layout).
-// Usage: bench_layouts [threads (default 1)] [rounds (default 10)] [model ...]
+// off, LATHE_CPU_BLOCK=0), nChw8c (8) and nChw16c (16) on the whole graph, and the default
+// (LATHE_CPU_BLOCK unset: the block and the regions chosen by measurement); compiled calls timed
+// in interleaved rounds by process CPU time (robust to other jobs on a shared machine, unlike
+// wall time) and wall time, best of the rounds. Inference, frozen weights. First prints the probe
+// the pass's machine block comes from (dnnl_measured_conv_layout).
+// Usage: bench_layouts [threads (default 1)] [rounds (default 10)] [--batch N] [model ...]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,7 +39,13 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 10;
   std::vector<std::string> names;
-  for (int i = 3; i < argc; ++i) names.push_back(argv[i]);
+  int64_t batch = 1;
+  for (int i = 3; i < argc; ++i) {
+    if (std::string(argv[i]) == "--batch" && i + 1 < argc)
+      batch = std::atoll(argv[++i]);
+    else
+      names.push_back(argv[i]);
+  }
   if (names.empty()) names = {"resnet18", "mobilenet_v2", "resnext50_32x4d", "squeezenet1_1"};
   set_num_threads(threads);
   NoGradGuard no_grad;
@@ -47,20 +54,24 @@ int main(int argc, char** argv) {
       "probe (3x3 64->64 @28, relu): oneDNN prefers block %d; channels-last %.3f ms, blocked %.3f "
       "ms; default block %d\n\n",
       probe.preferred_block, probe.channels_last_s * 1e3, probe.blocked_s * 1e3, probe.block);
-  std::printf("plan_layouts by block, batch 1, %d thread(s), best of %d interleaved rounds\n",
-              threads, rounds);
-  const std::vector<const char*> blocks{"0", "8", "16"};
+  std::printf("plan_layouts by block, batch %lld, %d thread(s), best of %d interleaved rounds\n",
+              static_cast<long long>(batch), threads, rounds);
+  const std::vector<const char*> blocks{"0", "8", "16", nullptr};  // nullptr: measured choice
   std::printf(
-      "| model | CPU ms channels-last | CPU ms nChw8c | CPU ms nChw16c | wall ms channels-last | "
-      "wall ms nChw8c | wall ms nChw16c |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "| model | CPU ms channels-last | CPU ms nChw8c | CPU ms nChw16c | CPU ms measured | wall ms "
+      "channels-last | wall ms nChw8c | wall ms nChw16c | wall ms measured |\n| --- | ---: | ---: "
+      "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const std::string& name : names) {
     auto spec = models::create_model(name);
     spec->module->eval();
-    auto in = models::default_inputs(name, 1, 1);
+    auto in = models::default_inputs(name, batch, 1);
     // The block is read when an entry compiles: one compiled function per setting.
     std::vector<CompiledFunction> fs;
     for (const char* block : blocks) {
-      setenv("LATHE_CPU_BLOCK", block, 1);
+      if (block)
+        setenv("LATHE_CPU_BLOCK", block, 1);
+      else
+        unsetenv("LATHE_CPU_BLOCK");
       CompileOptions o;
       o.backend = "cpu";
       fs.push_back(compile(spec->module, o));
@@ -77,9 +88,9 @@ int main(int argc, char** argv) {
         best_wall[k] = std::min(best_wall[k], wall_seconds() - w0);
       }
     }
-    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", name.c_str(),
-                best_cpu[0] * 1e3, best_cpu[1] * 1e3, best_cpu[2] * 1e3, best_wall[0] * 1e3,
-                best_wall[1] * 1e3, best_wall[2] * 1e3);
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", name.c_str(),
+                best_cpu[0] * 1e3, best_cpu[1] * 1e3, best_cpu[2] * 1e3, best_cpu[3] * 1e3,
+                best_wall[0] * 1e3, best_wall[1] * 1e3, best_wall[2] * 1e3, best_wall[3] * 1e3);
     std::fflush(stdout);
   }
   return 0;

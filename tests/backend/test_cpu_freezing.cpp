@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "lathe/backend/backend.h"
 #include "lathe/backend/cpu/constant_fold.h"
@@ -233,6 +234,85 @@ TEST(Freezing, GradEnabledWithTrainableParametersFreezesOnlyTheBuffers) {
   for (size_t p = guards.find("frozen,"); p != std::string::npos; p = guards.find("frozen,", p + 1))
     ++frozen;
   EXPECT_EQ(frozen, 4u) << guards;
+}
+
+// An inverted-residual block with frozen weights: its memory-bound convolutions make plan_layouts
+// choose by measurement, so the backend times the other layout plans at compile time.
+Built inverted_residual() {
+  Built b;
+  ir::Value* x = b.input(rnd({2, 16, 20, 20}, 1).to_channels_last(), false);
+  ir::Value* w1 = b.input(rnd({48, 16, 1, 1}, 2), true);
+  ir::Value* w2 = b.input(rnd({48, 1, 3, 3}, 3), true);
+  ir::Value* w3 = b.input(rnd({16, 48, 1, 1}, 4), true);
+  Attrs one{{"stride", Shape{1, 1}}, {"padding", Shape{0, 0}}, {"dilation", Shape{1, 1}},
+            {"groups", int64_t{1}}};
+  ir::Value* y = b.node("relu", {b.node("conv2d", {x, w1, nullptr}, one)}, Attrs{});
+  y = b.node("relu", {b.node("conv2d", {y, w2, nullptr}, conv_attrs(48))}, Attrs{});
+  b.g->set_outputs({b.node("add", {b.node("conv2d", {y, w3, nullptr}, one), x}, Attrs{})});
+  return b;
+}
+
+struct EnvGuard {
+  explicit EnvGuard(const char* name, const char* value) : name_(name) {
+    setenv(name, value, 1);
+  }
+  ~EnvGuard() { unsetenv(name_); }
+  const char* name_;
+};
+
+TEST(LayoutTuning, EveryPlanComputesTheSameAndTuningCanBeTurnedOff) {
+  Built b = inverted_residual();
+  const Tensor want = run(*b.g, b.inputs, b.constants)[0];
+  for (const char* tuning : {"1", "0"}) {
+    EnvGuard e("LATHE_CPU_LAYOUT_TUNING", tuning);
+    backend::CompileContext ctx;
+    ctx.constants = b.constants;
+    auto exe = backend::create_backend("cpu")->compile_with_context(*b.g, ctx);
+    EXPECT_LT(max_rel_diff(exe->run(b.inputs, {})[0], want), 1e-4) << tuning;
+  }
+  // Each fixed plan the tuning tries.
+  for (backend::cpu::LayoutPlan p : std::vector<backend::cpu::LayoutPlan>{
+           {0, false}, {8, true}, {16, true}, {8, false}, {16, false}}) {
+    backend::cpu::GraphConstants c = b.constants;
+    backend::cpu::PipelineInfo info;
+    auto g = backend::cpu::run_passes(*b.g, c, {}, &p, &info);
+    EXPECT_FALSE(info.layout_measured);
+    EXPECT_LT(max_rel_diff(run(*g, b.inputs, c)[0], want), 1e-4) << p.block << p.per_region;
+  }
+  backend::cpu::GraphConstants c = b.constants;
+  backend::cpu::PipelineInfo info;
+  backend::cpu::run_passes(*b.g, c, {}, nullptr, &info);
+  EXPECT_TRUE(info.layout_measured) << "memory-bound convolutions, no Winograd";
+  EXPECT_FALSE(info.layout.empty());
+  EnvGuard e("LATHE_CPU_LAYOUT_TUNING", "2");
+  backend::CompileContext ctx;
+  ctx.constants = b.constants;
+  EXPECT_THROW(backend::create_backend("cpu")->compile_with_context(*b.g, ctx), std::exception);
+}
+
+// Timing runs the graph: not one that draws random numbers or writes into an input.
+TEST(LayoutTuning, DoesNotRunAGraphThatDrawsOrWrites) {
+  Built b = inverted_residual();
+  ir::Value* out = b.g->outputs()[0];
+  b.g->set_outputs({b.node("dropout", {out}, Attrs{{"p", 0.5}})});
+  const Generator::State before = default_generator().state();
+  backend::CompileContext ctx;
+  ctx.constants = b.constants;
+  backend::create_backend("cpu")->compile_with_context(*b.g, ctx);
+  const Generator::State after = default_generator().state();
+  EXPECT_EQ(before.seed, after.seed);
+  EXPECT_EQ(before.offset, after.offset) << "compiling drew random numbers";
+
+  Built w = inverted_residual();
+  ir::Value* y = w.g->outputs()[0];
+  ir::Value* acc = w.input(zeros(to_shape({2, 16, 20, 20})).to_channels_last(), false);
+  w.g->set_outputs({w.node("add_", {acc, y}, Attrs{{"alpha", 1.0}})});
+  const Tensor acc_value = w.inputs.back();
+  backend::CompileContext wctx;
+  wctx.constants = w.constants;
+  backend::create_backend("cpu")->compile_with_context(*w.g, wctx);
+  for (double v : acc_value.to_vector<double>())
+    ASSERT_EQ(v, 0.0) << "compiling wrote into an input";
 }
 
 class FrozenZoo : public ::testing::TestWithParam<std::string> {};

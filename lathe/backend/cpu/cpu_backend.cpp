@@ -1,10 +1,14 @@
 #include "lathe/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <unordered_set>
+#include <unordered_map>
 
 #include "lathe/backend/cpu/concat_blocked.h"
 #include "lathe/backend/cpu/constant_fold.h"
@@ -41,6 +45,12 @@ bool log_passes() {
     if (t == "passes" || t == "all") return true;
   return false;
 }
+
+}  // namespace
+
+bool log_passes_enabled() { return log_passes(); }
+
+namespace {
 
 bool has_writes(const ir::Graph& g) {
   for (const ir::Node* n : g.nodes())
@@ -80,6 +90,12 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
 
 std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
                                       const std::vector<std::string>& disabled) {
+  return run_passes(g, constants, disabled, nullptr, nullptr);
+}
+
+std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
+                                      const std::vector<std::string>& disabled,
+                                      const LayoutPlan* layout, PipelineInfo* info) {
   std::vector<std::string> off = split_list(std::getenv("LATHE_DISABLE_PASSES"));
   off.insert(off.end(), disabled.begin(), disabled.end());
   for (const std::string& name : off)
@@ -148,7 +164,14 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       std::string why = "LATHE_CPU_BLOCK";
       int block = 0;
       BlockChoice c;
-      if (std::getenv("LATHE_CPU_BLOCK")) {
+      if (layout) {
+        block = layout->block;
+        if (layout->per_region && block != 0) {
+          c.convert = region_labels(*cur, block);
+          c.per_region = true;
+        }
+        why = layout->per_region ? "fixed, per region" : "fixed, whole graph";
+      } else if (std::getenv("LATHE_CPU_BLOCK")) {
         block = plan_layouts_block();
       } else {
         c = choose_block(*cur, winograd, &constant_inputs);
@@ -166,6 +189,12 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
                          c.per_region ? &c.convert : nullptr);
       if (log && !c.table.empty())
         std::cerr << "[lathe.passes] plan_layouts probes, memory-bound convolutions:\n" << c.table;
+      if (info) {
+        info->layout_measured = !layout && !std::getenv("LATHE_CPU_BLOCK") && !c.winograd &&
+                                c.probed_convs > 0;
+        info->layout = lathe::detail::str(block == 0 ? "channels-last" : block == 8 ? "nChw8c" : "nChw16c",
+                                          block == 0 ? "" : c.per_region ? " per region" : " whole graph");
+      }
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout (block ",
                                    s.block, ": ", why, "; ", s.winograd_convs, " Winograd, ",
                                    s.blocked_stems, " first convolutions), ",
@@ -237,17 +266,139 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executable> compile_with_context(const ir::Graph& graph,
                                                    const CompileContext& context) override {
     cpu::GraphConstants constants = context.constants;
-    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants);
+    cpu::PipelineInfo info;
+    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants, {}, nullptr, &info);
+    std::unique_ptr<Executable> exe = make_executable(graph, *g, constants);
+    if (info.layout_measured && layout_tuning_enabled())
+      exe = tune_layouts(graph, context, *g, std::move(exe), info.layout);
+    return exe;
+  }
+
+ private:
+  static std::unique_ptr<Executable> make_executable(const ir::Graph& graph, const ir::Graph& g,
+                                                     const cpu::GraphConstants& constants) {
     const size_t n = graph.inputs().size();
     std::vector<Tensor> derived;
-    for (size_t i = n; i < g->inputs().size(); ++i) derived.push_back(constants.at(i));
+    for (size_t i = n; i < g.inputs().size(); ++i) derived.push_back(constants.at(i));
     // LATHE_CPU_EXECUTOR=interpreter runs the optimized graph on the reference step list, to
     // tell a wrong result of the passes from one of the executor.
     const char* exec = std::getenv("LATHE_CPU_EXECUTOR");
     std::unique_ptr<Executable> inner = exec && std::string(exec) == "interpreter"
-                                            ? make_interpreter_backend()->compile(*g)
-                                            : cpu::make_planned_executable(*g);
+                                            ? make_interpreter_backend()->compile(g)
+                                            : cpu::make_planned_executable(g);
     return std::make_unique<CpuExecutable>(std::move(inner), n, std::move(derived));
+  }
+
+  static bool layout_tuning_enabled() {
+    const char* e = std::getenv("LATHE_CPU_LAYOUT_TUNING");
+    LATHE_CHECK(!e || std::string(e) == "0" || std::string(e) == "1",
+                "[cpu] LATHE_CPU_LAYOUT_TUNING must be 0 or 1, got '", e, "'");
+    return !(e && std::string(e) == "0");
+  }
+
+  // Inputs to time the graph with: the constants as they are, every other input a static f32
+  // tensor of its type (values do not change a convolution's speed); nullopt when an input is
+  // not such a tensor.
+  static std::optional<std::vector<Tensor>> timing_inputs(const ir::Graph& graph,
+                                                          const CompileContext& context) {
+    std::vector<Tensor> in;
+    for (size_t i = 0; i < graph.inputs().size(); ++i) {
+      if (i < context.constants.size() && context.constants[i].defined()) {
+        in.push_back(context.constants[i]);
+        continue;
+      }
+      const ir::ValueType& t = graph.inputs()[i]->type();
+      std::vector<int64_t> sizes, strides;
+      for (const SymInt& s : t.sizes) {
+        if (!s.maybe_int()) return std::nullopt;
+        sizes.push_back(*s.maybe_int());
+      }
+      for (const SymInt& s : t.strides) {
+        if (!s.maybe_int()) return std::nullopt;
+        strides.push_back(*s.maybe_int());
+      }
+      if (t.dtype != DType::f32 || strides.size() != sizes.size()) return std::nullopt;
+      Tensor x = empty_strided(to_shape(sizes), to_shape(strides), DType::f32);
+      kernels::fill(x, 0.5);
+      in.push_back(std::move(x));
+    }
+    return in;
+  }
+
+  // Layout tuning (cpu_backend.h): the measured plan against the others, on the whole graph.
+  static std::unique_ptr<Executable> tune_layouts(const ir::Graph& graph,
+                                                  const CompileContext& context,
+                                                  const ir::Graph& chosen,
+                                                  std::unique_ptr<Executable> exe,
+                                                  const std::string& chosen_name) {
+    const bool log = cpu::log_passes_enabled();
+    // Running the graph must change nothing: no writes into its inputs, no draws from the
+    // generator.
+    for (const ir::Node* n : graph.nodes())
+      if (n->has_side_effects() || n->op().category == OpCategory::random) {
+        if (log)
+          std::cerr << "[lathe.passes] layout tuning: skipped (the graph writes or draws random "
+                       "numbers)\n";
+        return exe;
+      }
+    std::optional<std::vector<Tensor>> in = timing_inputs(graph, context);
+    if (!in) {
+      if (log) std::cerr << "[lathe.passes] layout tuning: skipped (an input is not static f32)\n";
+      return exe;
+    }
+    using clock = std::chrono::steady_clock;
+    auto time_one = [&](Executable& e) {
+      const auto t0 = clock::now();
+      e.run(*in, {});
+      return std::chrono::duration<double>(clock::now() - t0).count();
+    };
+    struct Candidate {
+      std::string name;
+      std::unique_ptr<Executable> exe;
+      double best = INFINITY;
+    };
+    std::vector<Candidate> cands;
+    cands.push_back({chosen_name + " (measured)", std::move(exe)});
+    time_one(*cands[0].exe);  // warm-up: primitives made, weights reordered
+    const double first = std::min(time_one(*cands[0].exe), time_one(*cands[0].exe));
+    // Slow calls try the per-region plans only. Whole-graph nChw8c is left out: its
+    // compute-bound convolutions run on oneDNN's AVX2 kernels.
+    constexpr double kSlowCallS = 0.01, kMaxCallS = 0.04;
+    std::vector<cpu::LayoutPlan> plans{{0, false}, {8, true}, {16, true}};
+    if (first < kSlowCallS) plans.push_back({16, false});
+    if (first > kMaxCallS) {
+      if (log)
+        std::cerr << "[lathe.passes] layout tuning: skipped (one call takes " << first * 1e3
+                  << " ms)\n";
+      return std::move(cands[0].exe);
+    }
+    std::unordered_set<std::string> seen{chosen.to_string()};
+    for (const cpu::LayoutPlan& p : plans) {
+      cpu::GraphConstants constants = context.constants;
+      std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants, {}, &p, nullptr);
+      if (!seen.insert(g->to_string()).second) continue;  // the same plan as another
+      Candidate c;
+      c.name = lathe::detail::str(p.block == 0 ? "channels-last" : p.block == 8 ? "nChw8c" : "nChw16c",
+                                  p.block == 0 ? "" : p.per_region ? " per region" : " whole graph");
+      c.exe = make_executable(graph, *g, constants);
+      time_one(*c.exe);  // warm-up
+      cands.push_back(std::move(c));
+    }
+    const int rounds = first < kSlowCallS ? 5 : 3;
+    for (int r = 0; r < rounds; ++r)
+      for (Candidate& c : cands) c.best = std::min(c.best, time_one(*c.exe));
+    // Another plan replaces the measured one only when clearly faster (the rounds' noise).
+    size_t pick = 0;
+    for (size_t k = 1; k < cands.size(); ++k)
+      if (cands[k].best < 0.97 * cands[0].best && cands[k].best < cands[pick].best) pick = k;
+    if (log) {
+      std::cerr << "[lathe.passes] layout tuning, best of " << rounds << " calls:";
+      for (size_t k = 0; k < cands.size(); ++k)
+        std::cerr << (k ? ";" : "") << " " << cands[k].name << " " << cands[k].best * 1e3
+                  << " ms";
+      std::cerr << " -> " << cands[pick].name << "\n";
+    }
+    return std::move(cands[pick].exe);
   }
 };
 

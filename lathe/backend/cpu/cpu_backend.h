@@ -22,6 +22,16 @@
 //               values, no reorders around it (concat_blocked.h)
 //   dce         drops what the rewrites left unused
 //
+// Layout tuning: when plan_layouts chose its layouts by per-convolution probes, the backend also
+// builds the other plans (channels-last, nChw8c and nChw16c per region, and for calls under 10 ms
+// nChw16c on the whole graph), runs each on the graph's real weights and synthetic activations in
+// interleaved rounds (5 for calls under 10 ms, else 3), and keeps the fastest when it is at
+// least 3% faster than the measured plan (the probes time convolutions alone; a whole call also
+// sees cache reuse between layers and the kernels' other choices). Skipped when one call takes
+// more than 40 ms, when the graph writes into its inputs or draws random numbers, when an
+// activation input is not a static f32 tensor, or with LATHE_CPU_LAYOUT_TUNING=0. Costs compile
+// time: mobilenet_v2 at batch 8 (28 ms a call) about 0.5 s.
+//
 // LATHE_LOGS=passes (or all) prints the graph after each pass to stderr;
 // LATHE_DISABLE_PASSES=fuse_conv,... turns passes off (for bisecting a wrong result);
 // LATHE_CPU_EXECUTOR=interpreter runs the result on the interpreter instead of the executor.
@@ -50,6 +60,27 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g,
 // the returned graph).
 std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
                                       const std::vector<std::string>& disabled = {});
+
+// Whether LATHE_LOGS asks for the passes' log.
+bool log_passes_enabled();
+
+// A fixed plan for plan_layouts instead of its measured choice: the block (0, 8 or 16) and
+// whether the convolutions to convert are choose_block's per-region labels for it or the
+// whole-graph rule.
+struct LayoutPlan {
+  int block = 0;
+  bool per_region = false;
+};
+// What the pipeline decided, for the backend.
+struct PipelineInfo {
+  // plan_layouts chose among layouts by its probes (memory-bound convolutions, no Winograd, no
+  // LATHE_CPU_BLOCK): other plans may run faster, so the backend times them on the whole graph.
+  bool layout_measured = false;
+  std::string layout;  // the plan taken, in words
+};
+std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
+                                      const std::vector<std::string>& disabled,
+                                      const LayoutPlan* layout, PipelineInfo* info = nullptr);
 }  // namespace cpu
 
 }  // namespace lathe::backend

@@ -258,6 +258,15 @@ RegionLabels label_regions(const ir::Graph& g, int64_t B, int* probed) {
 
 }  // namespace
 
+std::unordered_set<const ir::Node*> region_labels(const ir::Graph& g, int block,
+                                                  double* cost_s) {
+  LATHE_CHECK(block == 8 || block == 16, "[plan_layouts] region labels need a block of 8 or 16, got ",
+              block);
+  RegionLabels r = label_regions(g, block, nullptr);
+  if (cost_s) *cost_s = r.cost_s;
+  return std::move(r.blocked);
+}
+
 BlockChoice choose_block(const ir::Graph& g, bool winograd,
                          const std::unordered_set<const ir::Value*>* constant_weights) {
   BlockChoice c;
