@@ -388,6 +388,12 @@ TEST(PlanLayoutsChoice, ChoosesTheMeasuredCheapestBlock) {
   EXPECT_FALSE(cd.winograd);
   EXPECT_EQ(cd.probed_convs, 1);
   EXPECT_EQ(cd.convert.size(), cd.block != 0 ? 1u : 0u);
+  // Weights that are no constants (training): channels-last, unmeasured.
+  std::unordered_set<const ir::Value*> none;
+  const backend::cpu::BlockChoice ct = backend::cpu::choose_block(*b.g, false, &none);
+  EXPECT_TRUE(ct.training);
+  EXPECT_EQ(ct.block, 0);
+  EXPECT_EQ(ct.probed_convs, 0);
   // A graph without memory-bound convolutions takes the machine's block, unmeasured.
   Built d;
   ir::Value* dx = d.input(rnd({1, 64, 8, 8}, 6).to_channels_last());
@@ -495,4 +501,56 @@ TEST(BlockedLayoutOps, APlainInputNeedsTheBlockAttribute) {
   EXPECT_EQ(to_ints(m[0].sizes), (std::vector<int64_t>{1, 2, 8, 8, 8}));
   a.set("block", int64_t{5});
   EXPECT_THROW(def.shape(in, a), std::exception);
+}
+
+// Training-mode graphs: convolutions between batch norms with batch statistics, each converted
+// alone (to_blocked, conv2d_blocked, from_blocked), compute what the graph computes.
+TEST(PlanLayoutsPass, LoneConvolutionsBetweenTrainingBatchNormsKeepTheirResults) {
+  Built b;
+  ir::Value* x = b.input(rnd({2, 16, 8, 8}, 1).to_channels_last());
+  ir::Value* w1 = b.input(rnd({16, 1, 3, 3}, 2));
+  ir::Value* w2 = b.input(rnd({24, 16, 1, 1}, 3));
+  ir::Value* mean = b.input(zeros(to_shape({16})));
+  ir::Value* var = b.input(ones(to_shape({16})));
+  auto conv = [&](ir::Value* in, ir::Value* w, int64_t groups, int64_t pad) {
+    Attrs a{{"stride", Shape{1, 1}}, {"padding", Shape{pad, pad}}, {"dilation", Shape{1, 1}},
+            {"groups", groups}};
+    const OpDef& def = OpRegistry::global().get("conv2d");
+    std::vector<ir::Value*> ins{in, w, nullptr};
+    std::vector<Tensor> fakes{ir::fake_tensor(in->type()), ir::fake_tensor(w->type()), Tensor()};
+    std::vector<TensorMeta> m = def.shape(fakes, a);
+    ir::ValueType t;
+    t.dtype = m[0].dtype, t.sizes = m[0].sizes, t.strides = m[0].strides;
+    return b.g->add_node(def, std::move(ins), std::move(a), {t})->output();
+  };
+  ir::Value* y1 = conv(x, w1, 16, 1);
+  const OpDef& bn = OpRegistry::global().get("batch_norm_functional");
+  Attrs bna{{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}};
+  std::vector<Tensor> fakes{ir::fake_tensor(y1->type()), ir::fake_tensor(mean->type()),
+                            ir::fake_tensor(var->type()), Tensor(), Tensor()};
+  std::vector<TensorMeta> m = bn.shape(fakes, bna);
+  std::vector<ir::ValueType> types;
+  for (const TensorMeta& t : m) {
+    ir::ValueType v;
+    v.dtype = t.dtype, v.sizes = t.sizes, v.strides = t.strides;
+    types.push_back(v);
+  }
+  ir::Node* bnn = b.g->add_node(bn, {y1, mean, var, nullptr, nullptr}, bna, types);
+  ir::Value* y2 = conv(bnn->outputs()[0], w2, 1, 0);
+  b.g->set_outputs({y2, bnn->outputs()[1]});
+  const auto want = run(*b.g, b.inputs);
+  std::vector<const ir::Node*> convs;
+  for (const ir::Node* n : b.g->nodes())
+    if (n->op().name == "conv2d") convs.push_back(n);
+  ASSERT_EQ(convs.size(), 2u);
+  for (int mask = 1; mask < 4; ++mask) {
+    std::unordered_set<const ir::Node*> convert;
+    for (int i = 0; i < 2; ++i)
+      if (mask >> i & 1) convert.insert(convs[i]);
+    auto out = backend::cpu::plan_layouts(*b.g, nullptr, 8, false, nullptr, &convert);
+    out->verify();
+    const auto got = run(*out, b.inputs);
+    EXPECT_LT(max_rel_diff(got[0], want[0]), kTol) << mask;
+    EXPECT_LT(max_rel_diff(got[1], want[1]), kTol) << mask;
+  }
 }

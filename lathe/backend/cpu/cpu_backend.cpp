@@ -176,7 +176,8 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       } else {
         c = choose_block(*cur, winograd, &constant_inputs);
         block = c.block;
-        why = c.winograd ? std::string("Winograd")
+        why = c.winograd   ? std::string("Winograd")
+              : c.training ? std::string("weights that are no constants: eager's layout")
               : c.probed_convs
                   ? lathe::detail::str("measured on ", c.probed_convs,
                                        " memory-bound convolutions: channels-last ",

@@ -282,6 +282,12 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd,
   for (const ir::Node* n : g.nodes()) {
     auto cc = conv_cost(n);
     any |= cc && cc->flops_per_byte < kMemoryBoundFlopsPerByte;
+    // Weights that change every call (training): channels-last, eager's layout, so the
+    // convolutions round as eager's do (a batch norm over few elements amplifies any difference).
+    if (cc && constant_weights && !constant_weights->count(n->inputs()[kWeight])) {
+      c.training = true;
+      return c;
+    }
   }
   if (!any) {
     c.block = plan_layouts_block();
