@@ -22,6 +22,7 @@
 
 #include "lathe/kernels/blocked_layout.h"
 #include "lathe/kernels/dnnl_conv.h"
+#include "lathe/kernels/dnnl_conv_dw.h"
 #include "lathe/kernels/dnnl_matmul.h"
 #include "lathe/kernels/dnnl_pool.h"
 #include "lathe/kernels/elementwise.h"
@@ -410,6 +411,72 @@ void conv2d_blocked_out_kernel(TensorList in, const Attrs& a, const std::vector<
                                  post_ops(a, residual));
 }
 
+// conv2d_1x1_dw_blocked(x, weight, bias, dw_weight, dw_bias): a 1x1 conv2d_blocked (act) and
+// the 3x3 depthwise one (stride dw_stride, padding 1, dw_act) that reads it, as one oneDNN
+// primitive (the cpu backend's fuse_dw_conv); the output has the input's block.
+enum DwInput { kDx, kDweight, kDbias, kDdwWeight, kDdwBias, kDwInputs };
+
+detail::PostOps dw_post_ops(const Attrs& a) {
+  const char* op = "conv2d_1x1_dw_blocked";
+  detail::PostOps p;
+  p.act = parse_act(a, "act", op);
+  p.act_lo = static_cast<float>(a.get_double("act_min"));
+  p.act_hi = static_cast<float>(a.get_double("act_max"));
+  p.act2 = parse_act(a, "dw_act", op);
+  p.act2_lo = static_cast<float>(a.get_double("dw_act_min"));
+  p.act2_hi = static_cast<float>(a.get_double("dw_act_max"));
+  return p;
+}
+
+std::vector<TensorMeta> conv2d_1x1_dw_blocked_rule(TensorList in, const Attrs& a) {
+  const char* op = "conv2d_1x1_dw_blocked";
+  LATHE_CHECK(in.size() == kDwInputs, "[", op, "] takes ", int(kDwInputs), " inputs, got ",
+              in.size());
+  const int64_t block = check_blocked(in[kDx], op, "x");
+  const Tensor& x = in[kDx];
+  const Tensor& w = in[kDweight];
+  const Tensor& dw = in[kDdwWeight];
+  auto z = x.shape();
+  LATHE_CHECK(w.dim() == 4 && w.sizes()[1] == z[1] * block && w.sizes()[2] == 1 &&
+                  w.sizes()[3] == 1 && w.sizes()[0].expect_int() % block == 0,
+              "[", op, "] weight must be [M, C, 1, 1] with C the input's ", z[1] * block,
+              " channels and M a multiple of the block ", block, ", got ", w.shape_string());
+  const SymInt M = w.sizes()[0];
+  LATHE_CHECK(dw.dim() == 4 && dw.sizes()[0] == M && dw.sizes()[1] == 1 && dw.sizes()[2] == 3 &&
+                  dw.sizes()[3] == 3,
+              "[", op, "] dw_weight must be [", M, ", 1, 3, 3], got ", dw.shape_string());
+  for (int i : {int(kDbias), int(kDdwBias)})
+    if (in[i].defined())
+      LATHE_CHECK(in[i].dim() == 1 && in[i].sizes()[0] == M && in[i].dtype() == x.dtype(), "[", op,
+                  "] ", i == kDbias ? "bias" : "dw_bias", " must be f32 [", M, "], got ",
+                  in[i].shape_string());
+  const int64_t s = a.get_int("dw_stride");
+  LATHE_CHECK(s == 1 || s == 2, "[", op, "] dw_stride must be 1 or 2, got ", s);
+  dw_post_ops(a);  // validates the activation names
+  // The depthwise convolution's output, by conv2d's rule on the expanded tensor's sizes.
+  Tensor mid = empty_strided(to_shape({z[0], M.expect_int(), z[2], z[3]}), to_shape({0, 0, 0, 0}),
+                             x.dtype());  // sizes only
+  const Attrs dw_attrs{{"stride", Shape{s, s}},
+                       {"padding", Shape{1, 1}},
+                       {"dilation", Shape{1, 1}},
+                       {"groups", M.expect_int()}};
+  std::vector<Tensor> conv_in{mid, dw, in[kDdwBias]};
+  std::vector<TensorMeta> m = LATHE_OP("conv2d").shape(conv_in, dw_attrs);
+  auto os = to_ints(m[0].sizes);
+  Shape sizes = to_shape({os[0], os[1] / block, os[2], os[3], block});
+  m[0].strides = contiguous_strides(sizes);
+  m[0].sizes = std::move(sizes);
+  m[0].device = x.device();
+  return m;
+}
+
+void conv2d_1x1_dw_blocked_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
+                                      TensorList outs) {
+  detail::conv2d_1x1_dw_forward_blocked(in[kDx].contiguous(), in[kDweight], in[kDbias],
+                                        in[kDdwWeight], in[kDdwBias], a.get_int("dw_stride"),
+                                        dw_post_ops(a), outs[0]);
+}
+
 // ---- pointwise_fused(inputs...): a chain of f32 pointwise ops as one program (the cpu
 // backend's fuse_pointwise). Attributes: "program" (kernels::PointwiseProgram's text form) and,
 // when the chain's result had a known layout, its "strides" ----
@@ -539,6 +606,16 @@ void register_fused_ops(OpRegistry& r) {
     blocked.out_kernel = conv2d_blocked_out_kernel;
     blocked.in_place_input = kBresidual;
     r.add(std::move(blocked));
+  }
+  {
+    OpDef dw = define_op(
+        "conv2d_1x1_dw_blocked", kDwInputs, conv2d_1x1_dw_blocked_rule,
+        allocating(conv2d_1x1_dw_blocked_out_kernel), OpCategory::fused,
+        {required("act", T::string), required("act_min", T::real), required("act_max", T::real),
+         required("dw_stride", T::integer), required("dw_act", T::string),
+         required("dw_act_min", T::real), required("dw_act_max", T::real)});
+    dw.out_kernel = conv2d_1x1_dw_blocked_out_kernel;
+    r.add(std::move(dw));
   }
   {
     OpDef pw = define_op("pointwise_fused", -1, pointwise_fused_rule, pointwise_fused_kernel,

@@ -863,6 +863,10 @@ const std::map<std::string, std::string>& ops_without_oracle_cases() {
       {"conv2d_blocked",
        "conv2d_fused on oneDNN's blocked layouts (cpu backend's plan_layouts); "
        "tests/backend/test_plan_layouts.cpp checks it against conv2d_fused"},
+      {"conv2d_1x1_dw_blocked",
+       "a 1x1 conv2d_blocked and the 3x3 depthwise one reading it as one oneDNN primitive (cpu "
+       "backend's fuse_dw_conv) with no single PyTorch op; tests/backend/test_fuse_dw_conv.cpp "
+       "checks graphs with it against the interpreter on the unfused graph"},
       {"pointwise_fused",
        "a chain of pointwise ops as one program (cpu backend's fuse_pointwise) with no single "
        "PyTorch op; tests/backend/test_fuse_pointwise.cpp checks every instruction against the "

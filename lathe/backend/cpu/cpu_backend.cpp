@@ -16,6 +16,7 @@
 #include "lathe/backend/cpu/fold_batch_norm.h"
 #include "lathe/backend/cpu/fuse_attention.h"
 #include "lathe/backend/cpu/fuse_conv.h"
+#include "lathe/backend/cpu/fuse_dw_conv.h"
 #include "lathe/backend/cpu/fuse_linear.h"
 #include "lathe/backend/cpu/fuse_pointwise.h"
 #include "lathe/backend/cpu/merge_linear.h"
@@ -77,6 +78,7 @@ const std::vector<std::string>& pass_names() {
       "merge_linear",     //
       "plan_layouts",     //
       "concat_blocked",   //
+      "fuse_dw_conv",     //
       "dce",              //
   };
   return names;
@@ -207,6 +209,15 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       summary = lathe::detail::str(s.concats, " concats and ", s.pools,
                                    " max poolings on blocked values, ", s.reorders_removed,
                                    " reorders removed");
+    } else if (name == "fuse_dw_conv") {
+      if (!fuse_dw_conv_enabled()) {
+        summary = "off (LATHE_DW_FUSION=0)";
+      } else {
+        FuseDwConvStats s;
+        cur = fuse_dw_conv(*cur, &s);
+        summary = lathe::detail::str(s.fused, " 1x1 + depthwise pairs fused, ", s.no_jit,
+                                     " left (no fused oneDNN kernel for them here)");
+      }
     } else if (name == "dce") {
       summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");
     }
