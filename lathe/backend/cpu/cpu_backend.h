@@ -20,6 +20,8 @@
 //               reordered only where a region starts or ends (plan_layouts.h)
 //   concat_blocked  cat(from_blocked(a), from_blocked(b), dim=1) -> cat(a, b) on the blocked
 //               values, no reorders around it (concat_blocked.h)
+//   fuse_dw_conv  a 1x1 conv2d_blocked + the 3x3 depthwise one reading it -> one oneDNN primitive
+//               with the depthwise post-op, where oneDNN has a fused kernel (fuse_dw_conv.h)
 //   dce         drops what the rewrites left unused
 //
 // Layout tuning: when plan_layouts chose its layouts by per-convolution probes, the backend also
