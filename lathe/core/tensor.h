@@ -28,6 +28,9 @@ enum class TensorSlot : uint8_t { compile_hints, device_value, autograd, count }
 
 // The state behind a Tensor handle. Fake tensors (tracing) have sizes but no storage.
 struct TensorImpl {
+  // User-provided, so that make_shared<TensorImpl>() (value-initialization) runs the member
+  // initializers only instead of zero-filling the object first: every op output makes one.
+  TensorImpl() {}
   std::shared_ptr<Storage> storage;
   Shape sizes;
   Shape strides;       // in elements

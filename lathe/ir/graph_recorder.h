@@ -48,7 +48,7 @@ class GraphRecorder {
       if (metas[i].is_view && !inputs.empty() && inputs[0].defined())
         note_view(node, index, input_value(node, 0));
       if (i == 0 && returns_input0) continue;  // the written input 0 itself, rebound below
-      Tensor t = make_tensor(metas[i]);
+      Tensor t = make_tensor(std::move(metas[i]));
       bind(t, output_value(node, index));
       out.push_back(std::move(t));
     }
@@ -58,7 +58,6 @@ class GraphRecorder {
       rebind_written(inputs[i], node, i, input_value(node, i), i == 0 && returns_input0 ? 0 : -1);
     }
     if (returns_input0) out.insert(out.begin(), inputs[0]);
-    finish_node(node, std::move(metas));
     return out;
   }
 
@@ -81,16 +80,15 @@ class GraphRecorder {
                         const std::vector<TensorMeta>& outputs) = 0;
   virtual const Value& input_value(const Node& node, int input) const = 0;
   virtual Value output_value(const Node& node, int output) = 0;
-  // A tensor without data of this type (a fake, a pending lazy tensor); bound by the caller.
-  virtual Tensor make_tensor(const TensorMeta& meta) = 0;
+  // A tensor without data of this type (a fake, a pending lazy tensor), which may take the
+  // meta's sizes and strides (add_node has seen them); bound by the caller.
+  virtual Tensor make_tensor(TensorMeta&& meta) = 0;
   // Output `output` of `node` is a view of `base` (input 0's value before the call).
   virtual void note_view(const Node&, int /*output*/, const Value& /*base*/) {}
   // `node` wrote into input `input` (t, which stood for `before`): t must stand for the written
   // value from now on. `returned_as`: the output that is t itself (in-place ops), or -1.
   virtual void rebind_written(const Tensor& t, const Node& node, int input, const Value& before,
                               int returned_as) = 0;
-  // The node's outputs, handed over once the call is recorded.
-  virtual void finish_node(const Node&, std::vector<TensorMeta>&& /*outputs*/) {}
 };
 
 }  // namespace lathe::ir

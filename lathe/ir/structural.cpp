@@ -53,19 +53,10 @@ void StructuralHasher::add(std::string_view s) {
   }
 }
 
-void StructuralHasher::add(SymInt v) {
-  if (const sym::Expr* e = v.expr()) {
-    // A marker no inline size or stride takes, then the expression.
-    add(uint64_t{0x5bd1e9955bd1e995ull});
-    hash_expr(*this, e);
-  } else {
-    add(static_cast<uint64_t>(*v.maybe_int()));
-  }
-}
-
-void StructuralHasher::add(const Shape& s) {
-  add(static_cast<uint64_t>(s.size()));
-  for (SymInt v : s) add(v);
+void StructuralHasher::add_expr(const sym::Expr* e) {
+  // A marker no inline size or stride takes, then the expression.
+  add(uint64_t{0x5bd1e9955bd1e995ull});
+  hash_expr(*this, e);
 }
 
 void StructuralHasher::add(const AttrValue& v) {

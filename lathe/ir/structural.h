@@ -23,14 +23,24 @@ class StructuralHasher {
     h_ = x ^ (x >> 31);
   }
   void add(std::string_view s);
-  void add(SymInt v);
-  void add(const Shape& s);
+  // Inline sizes are one word each; a symbolic one is a marker and its expression.
+  void add(SymInt v) {
+    if (const sym::Expr* e = v.expr()) [[unlikely]]
+      add_expr(e);
+    else
+      add(static_cast<uint64_t>(*v.maybe_int()));
+  }
+  void add(const Shape& s) {
+    add(static_cast<uint64_t>(s.size()));
+    for (SymInt v : s) add(v);
+  }
   void add(const AttrValue& v);
   void add(const Attrs& a);
   uint64_t get() const { return h_; }
 
  private:
   void add_value(const AttrValue& v);  // the value alone (its alternative hashed by the caller)
+  void add_expr(const sym::Expr* e);   // a symbolic size: a marker, then the expression
   uint64_t h_ = 0x6c617468652d6972ull;
 };
 

@@ -28,6 +28,20 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// Metrics::trace_s times one recorded op in kTimedEvery and counts it kTimedEvery times: the ops
+// at window positions congruent to the window's timing phase, drawn per window from its number
+// (splitmix64), so every position is timed equally often whatever the pattern of syncs, and the
+// sum estimates the recording time without bias. A model called again and again (the lazy loop)
+// gets its mean recording time; a single short window's figure is rough.
+constexpr size_t kTimedEvery = 8;
+
+size_t timing_phase(uint64_t window) {
+  uint64_t x = window + 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<size_t>((x ^ (x >> 31)) % kTimedEvery);
+}
+
 // All lazy state; one per process, guarded by `mu` (ops may be recorded from any thread).
 struct LazyContext {
   std::mutex mu;
@@ -42,6 +56,8 @@ struct LazyContext {
   // window position or device data slot, output types), so a sync knows the structure of its
   // graph without building it.
   uint64_t window = 0;
+  uint64_t visit_mark = 0;  // numbers the walks of needed_nodes (LazyNode::visit_mark)
+  size_t timing_phase = lathe::lazy::timing_phase(0);  // of this window (see kTimedEvery)
   ir::StructuralHasher chain;
   std::vector<const OpDef*> window_ops;  // by position
   std::vector<Tensor> window_args;       // device data buffers by slot
@@ -85,9 +101,9 @@ Tensor copy_of(const Tensor& t) {
 }
 
 // Where a value comes from, for the hash: a device data slot of this window (assigned, and its
-// type hashed, at first use), or an output of a node of this window; a written value is its base
-// after the write of a node.
-uint64_t source_code(LazyContext& c, const LazyValue* v) {
+// type hashed into `h`, at first use), or an output of a node of this window; a written value is
+// its base after the write of a node.
+uint64_t source_code(LazyContext& c, const LazyValue* v, ir::StructuralHasher& h) {
   if (!v) return 0x756e646566ull;  // an undefined optional input
   uint64_t code;
   const LazyValue* root = v->root();
@@ -97,7 +113,7 @@ uint64_t source_code(LazyContext& c, const LazyValue* v) {
       data->window = c.window;
       data->slot = static_cast<int>(c.window_args.size());
       c.window_args.push_back(data->buffer);
-      c.chain.add(data->type_digest);
+      h.add(data->type_digest);
     }
     code = (uint64_t{1} << 62) | static_cast<uint64_t>(data->slot);
   } else {
@@ -110,17 +126,31 @@ uint64_t source_code(LazyContext& c, const LazyValue* v) {
   return code;
 }
 
-// Adds one recorded op to the window's hash chain.
+// Adds one recorded op to the window's hash chain. Its attributes, its inputs' sources and its
+// output types are each hashed on a chain of their own (fresh hashers, in registers), and only
+// the three digests (the op folded into the attributes') join the window's chain: hashing is a
+// serial chain of multiplies, and three short independent chains run side by side where one long
+// one would wait on every word.
 void hash_node(LazyContext& c, const LazyNode& n, const std::vector<TensorMeta>& outputs) {
-  ir::StructuralHasher& h = c.chain;
-  h.add(reinterpret_cast<uintptr_t>(n.op));
-  if (!n.attrs.items().empty()) h.add(n.attrs);
-  h.add(n.inputs.size());
-  for (const auto& in : n.inputs) h.add(source_code(c, in.get()));
-  for (const TensorMeta& m : outputs) {
-    h.add(static_cast<uint64_t>(m.dtype) | (uint64_t{m.is_view} << 8));
-    h.add(m.sizes);
+  uint64_t attrs_digest = 0;
+  if (!n.attrs.items().empty()) {
+    ir::StructuralHasher a;
+    a.add(n.attrs);
+    attrs_digest = a.get();
   }
+  ir::StructuralHasher ins;
+  ins.add(n.inputs.size());
+  for (const auto& in : n.inputs) ins.add(source_code(c, in.get(), ins));
+  ir::StructuralHasher outs;
+  outs.add(outputs.size());
+  for (const TensorMeta& m : outputs) {
+    outs.add(static_cast<uint64_t>(m.dtype) | (uint64_t{m.is_view} << 8));
+    outs.add(m.sizes);
+  }
+  ir::StructuralHasher& h = c.chain;
+  h.add(reinterpret_cast<uintptr_t>(n.op) ^ attrs_digest);
+  h.add(ins.get());
+  h.add(outs.get());
 }
 
 // The shared recorder over lazy values (under the lock): the value map is each tensor's
@@ -162,6 +192,13 @@ class LazyRecorder final
     node->inputs = std::move(inputs);
     node->seq = c_.next_seq++;
     hash_node(c_, *node, outputs);
+    node->num_outputs = static_cast<int>(outputs.size());
+    if (!outputs.empty()) {
+      node->dtype0 = outputs[0].dtype;
+      node->sizes0 = outputs[0].sizes;
+      for (size_t i = 1; i < outputs.size(); ++i)
+        node->more_outputs.emplace_back(outputs[i].dtype, outputs[i].sizes);
+    }
     node->window = c_.window;
     node->pos = static_cast<int>(c_.window_ops.size());
     c_.window_ops.push_back(&op);
@@ -174,17 +211,23 @@ class LazyRecorder final
   }
   std::shared_ptr<LazyValue> output_value(const std::shared_ptr<LazyNode>& node,
                                           int output) override {
-    auto v = std::make_shared<LazyValue>();
+    std::shared_ptr<LazyValue> v;
+    if (output == 0) {
+      v = std::shared_ptr<LazyValue>(node, &node->output0);  // holds the node
+    } else {
+      v = std::make_shared<LazyValue>();
+      v->owner = node;
+    }
     v->kind = LazyValue::Kind::output;
-    v->node = node;
+    v->node = node.get();
     v->index = output;
     return v;
   }
   // A pending tensor shows the layout its kernel will give it (the recorder's output strides).
-  Tensor make_tensor(const TensorMeta& m) override {
+  Tensor make_tensor(TensorMeta&& m) override {
     auto impl = std::make_shared<TensorImpl>();
-    impl->sizes = m.sizes;
-    impl->strides = m.strides;
+    impl->sizes = std::move(m.sizes);  // add_node kept a copy for the graph
+    impl->strides = std::move(m.strides);
     impl->offset = m.offset;
     impl->dtype = m.dtype;
     impl->device = Device::lazy();
@@ -196,17 +239,14 @@ class LazyRecorder final
                       const std::shared_ptr<LazyValue>& before, int /*returned_as*/) override {
     auto w = std::make_shared<LazyValue>();
     w->kind = LazyValue::Kind::written;
-    w->node = node;
+    w->node = node.get();
+    w->owner = node;
     w->base = before->kind == LazyValue::Kind::written ? before->base : before;
     w->base->writes++;  // autograd's version of every tensor on this buffer moves now
     TensorImpl& impl = t.impl();
     set_tensor_value(impl, std::move(w));
     impl.storage = nullptr;  // the buffer lives on in the graph input; sync gives it back
     c_.pending.push_back(t.impl_ptr());
-  }
-  void finish_node(const std::shared_ptr<LazyNode>& node,
-                   std::vector<TensorMeta>&& outputs) override {
-    node->outputs = std::move(outputs);
   }
 
  private:
@@ -215,19 +255,23 @@ class LazyRecorder final
 
 std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
                            std::vector<TensorMeta>&& metas) {
-  const auto t0 = Clock::now();
+  LazyContext& c = context();
+  std::lock_guard<std::mutex> lock(c.mu);
+  // Recording time is sampled (see kTimedEvery): reading the clock twice for every op cost
+  // about a tenth of recording one.
+  const bool timed = (c.window_ops.size() + c.timing_phase) % kTimedEvery == 0;
+  Clock::time_point t0;
+  if (timed) t0 = Clock::now();
   for (int i : op.mutated_inputs) {
     const bool cpu = i < static_cast<int>(inputs.size()) && inputs[i].defined() &&
                      inputs[i].device().kind() != DeviceKind::lazy && op.mutates(attrs, i);
     LATHE_CHECK(!cpu, "[", op.name, "] writes into input ", i, " ", inputs[i].shape_string(),
                 ", which is on the cpu while other inputs are lazy");
   }
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
   std::vector<Tensor> out = LazyRecorder(c).record(op, inputs, attrs, std::move(metas));
   if (c.record_observer) c.record_observer(op, out);
   c.metrics.ops_traced++;
-  c.metrics.trace_s += seconds_since(t0);
+  if (timed) c.metrics.trace_s += kTimedEvery * seconds_since(t0);
   return out;
 }
 
@@ -237,47 +281,72 @@ using ValueKey = std::pair<const void*, int>;
 ValueKey key_of(const LazyValue* v) {
   v = v->root();
   if (v->kind == LazyValue::Kind::device_data) return {v, -1};
-  return {v->node.get(), v->index};
+  return {v->node, v->index};
 }
 
 // The pending tensors still alive (each once), in the order they were made.
 std::vector<std::shared_ptr<TensorImpl>> take_live(LazyContext& c) {
   std::vector<std::shared_ptr<TensorImpl>> live;
-  std::unordered_set<const TensorImpl*> seen;
+  std::unordered_set<const TensorImpl*> seen;  // used once live is long: usually a handful
+  constexpr size_t kLinear = 16;
+  auto first_time = [&](const TensorImpl* p) {
+    if (live.size() < kLinear) {
+      for (const auto& q : live)
+        if (q.get() == p) return false;
+      return true;
+    }
+    if (seen.empty())
+      for (const auto& q : live) seen.insert(q.get());
+    return seen.insert(p).second;
+  };
   for (const auto& w : c.pending)
     if (auto p = w.lock())
-      if (!p->storage && tensor_value_ptr(*p) && seen.insert(p.get()).second)
-        live.push_back(std::move(p));
+      if (!p->storage && tensor_value_ptr(*p) && first_time(p.get())) live.push_back(std::move(p));
   c.pending.clear();
   return live;
 }
 
-// The nodes the live tensors and the writes need, in recording order.
-std::vector<const LazyNode*> needed_nodes(const std::vector<std::shared_ptr<TensorImpl>>& live,
+// The nodes the live tensors and the writes need, in recording order. Nodes are marked visited
+// with this sync's number (no set); the nodes of the current window are ordered by position
+// (no sort), and only nodes left from an earlier window (its sync failed) need sorting by seq.
+std::vector<const LazyNode*> needed_nodes(LazyContext& c,
+                                          const std::vector<std::shared_ptr<TensorImpl>>& live,
                                           const std::vector<std::shared_ptr<LazyNode>>& effects) {
+  const uint64_t mark = ++c.visit_mark;
   std::vector<const LazyNode*> nodes;
-  std::unordered_set<const LazyNode*> visited;
   std::vector<const LazyNode*> stack;
   auto visit = [&](const LazyValue* v) {
     if (!v) return;
     if (v->kind == LazyValue::Kind::written) {
-      stack.push_back(v->node.get());
+      stack.push_back(v->node);
       v = v->base.get();
     }
-    if (v->kind == LazyValue::Kind::output) stack.push_back(v->node.get());
+    if (v->kind == LazyValue::Kind::output) stack.push_back(v->node);
   };
   for (const auto& p : live) visit(tensor_value_ptr(*p));
   for (const auto& n : effects) stack.push_back(n.get());
+  bool foreign = false;
   while (!stack.empty()) {
     const LazyNode* n = stack.back();
     stack.pop_back();
-    if (!visited.insert(n).second) continue;
+    if (n->visit_mark == mark) continue;
+    n->visit_mark = mark;
     nodes.push_back(n);
+    foreign |= n->window != c.window;
     for (const auto& in : n->inputs) visit(in.get());
   }
-  std::sort(nodes.begin(), nodes.end(),
-            [](const LazyNode* a, const LazyNode* b) { return a->seq < b->seq; });
-  return nodes;
+  if (foreign) {
+    std::sort(nodes.begin(), nodes.end(),
+              [](const LazyNode* a, const LazyNode* b) { return a->seq < b->seq; });
+    return nodes;
+  }
+  std::vector<const LazyNode*> by_pos(c.window_ops.size(), nullptr);
+  for (const LazyNode* n : nodes) by_pos[n->pos] = n;
+  size_t k = 0;
+  for (const LazyNode* n : by_pos)
+    if (n) by_pos[k++] = n;
+  by_pos.resize(k);
+  return by_pos;
 }
 
 // The cache key of this sync: the window's hash chain, which of its ops run (dead ones are
@@ -289,7 +358,7 @@ uint64_t window_key(LazyContext& c, const std::vector<const LazyNode*>& nodes,
   h.add(nodes.size());
   for (const LazyNode* n : nodes) h.add(static_cast<uint64_t>(n->pos));
   h.add(live.size());
-  for (const auto& p : live) h.add(source_code(c, tensor_value_ptr(*p)));
+  for (const auto& p : live) h.add(source_code(c, tensor_value_ptr(*p), h));
   return h.get();
 }
 
@@ -326,10 +395,10 @@ BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
     ins.reserve(n->inputs.size());
     for (const auto& in : n->inputs) ins.push_back(ir_value(in.get()));
     std::vector<ir::ValueType> types;
-    for (const TensorMeta& m : n->outputs) {
+    for (int i = 0; i < n->num_outputs; ++i) {
       ir::ValueType t;
-      t.dtype = m.dtype;
-      t.sizes = m.sizes;
+      t.dtype = i == 0 ? n->dtype0 : n->more_outputs[i - 1].first;
+      t.sizes = i == 0 ? n->sizes0 : n->more_outputs[i - 1].second;
       types.push_back(std::move(t));
     }
     ir::Node* irn = b.graph->add_node(*n->op, std::move(ins), n->attrs, std::move(types));
@@ -373,6 +442,7 @@ void run_and_bind(LazyContext& c, backend::Executable& exe, std::span<const Tens
 // Starts a new recording window (at every sync, whatever happens in it).
 void reset_window(LazyContext& c) {
   c.window++;
+  c.timing_phase = timing_phase(c.window);
   c.chain = ir::StructuralHasher();
   c.window_ops.clear();
   c.window_args.clear();
@@ -390,7 +460,7 @@ void sync_locked(LazyContext& c) {
   c.effects.clear();
   if (live.empty() && effects.empty()) return;
   c.metrics.syncs++;
-  std::vector<const LazyNode*> nodes = needed_nodes(live, effects);
+  std::vector<const LazyNode*> nodes = needed_nodes(c, live, effects);
   c.metrics.trace_s += seconds_since(t0);
 
   if (c.window_foreign) {

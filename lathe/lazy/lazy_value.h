@@ -15,6 +15,9 @@ namespace lathe::lazy {
 struct LazyNode;
 
 struct LazyValue final : TensorExtension {
+  // User-provided, so that make_shared (value-initialization) runs the member initializers only
+  // instead of zero-filling the whole object first (every recorded op makes values and nodes).
+  LazyValue() {}
   enum class Kind : uint8_t {
     device_data,  // a graph input: `buffer` is the device buffer (a CPU tensor)
     output,       // output `index` of `node`
@@ -22,7 +25,11 @@ struct LazyValue final : TensorExtension {
   };
   Kind kind = Kind::device_data;
   Tensor buffer;
-  std::shared_ptr<LazyNode> node;
+  // output, written: the node. Output 0 lives inside its node (LazyNode::output0) and holds the
+  // node through the shared_ptr's control block it is reached by; every other value holds its
+  // node in `owner`.
+  LazyNode* node = nullptr;
+  std::shared_ptr<LazyNode> owner;
   int index = 0;
   std::shared_ptr<LazyValue> base;  // written: the value written into (never `written` itself)
   // device_data: the graph input slot of this buffer in recording window `window` (assigned at
@@ -57,13 +64,23 @@ inline void set_tensor_value(TensorImpl& impl, std::shared_ptr<LazyValue> v) {
 
 // One recorded op call.
 struct LazyNode {
+  LazyNode() {}  // no zero-fill before the member initializers (see LazyValue())
   const OpDef* op = nullptr;
-  Attrs attrs;
+  Attrs attrs;  // the call's (copies share their items: no value is copied)
   std::vector<std::shared_ptr<LazyValue>> inputs;  // nullptr for an undefined optional tensor
-  std::vector<TensorMeta> outputs;
+  // The output types (read when a cache miss builds the graph): output 0's inline, the others'
+  // (multi-output ops) in more_outputs.
+  int num_outputs = 0;
+  DType dtype0 = DType::f32;
+  Shape sizes0;
+  std::vector<std::pair<DType, Shape>> more_outputs;
   uint64_t seq = 0;     // recording order: nodes run in this order
   uint64_t window = 0;  // the recording window (the ops since a sync) it was recorded in
   int pos = 0;          // its position in that window
+  mutable uint64_t visit_mark = 0;  // the last sync's walk that reached it (needed_nodes)
+  // Output 0's value, in the node's allocation (most ops have one output): handed out by
+  // shared_ptrs that share the node's control block, so it costs no allocation of its own.
+  LazyValue output0;
 };
 
 }  // namespace lathe::lazy

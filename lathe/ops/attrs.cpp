@@ -1,24 +1,114 @@
 #include "lathe/ops/attrs.h"
 
+#include <algorithm>
 #include <cstring>
+#include <new>
 #include <sstream>
 
 namespace lathe {
 
+namespace detail {
+namespace {
+
+using Item = Attrs::Item;
+
+// A block with room for `capacity` items, holding none yet.
+AttrsBlock* new_attrs_block(size_t capacity) {
+  static_assert(sizeof(AttrsBlock) % alignof(Item) == 0);
+  void* mem = ::operator new(sizeof(AttrsBlock) + capacity * sizeof(Item));
+  auto* b = new (mem) AttrsBlock();
+  b->capacity = static_cast<uint32_t>(capacity);
+  return b;
+}
+
+void destroy_items(AttrsBlock* b) noexcept {
+  for (uint32_t i = 0; i < b->size; ++i) b->items()[i].~Item();
+  b->size = 0;
+}
+
+void free_attrs_block(AttrsBlock* b) noexcept {
+  b->~AttrsBlock();
+  ::operator delete(b);
+}
+
+// A block of `capacity` holding copies (copy) or the moved items (unique owner) of `from`.
+AttrsBlock* regrow(AttrsBlock* from, size_t capacity, bool move) {
+  AttrsBlock* b = new_attrs_block(capacity);
+  try {
+    for (uint32_t i = 0; i < from->size; ++i) {
+      if (move)
+        new (b->items() + i) Item(std::move(from->items()[i]));
+      else
+        new (b->items() + i) Item(from->items()[i]);
+      b->size = i + 1;
+    }
+  } catch (...) {
+    destroy_items(b);
+    free_attrs_block(b);
+    throw;
+  }
+  return b;
+}
+
+}  // namespace
+
+void release_attrs_block(AttrsBlock* b) noexcept {
+  destroy_items(b);
+  free_attrs_block(b);
+}
+
+}  // namespace detail
+
+Attrs::Attrs(std::initializer_list<Item> items) {
+  if (items.size() == 0) return;
+  detail::AttrsBlock* b = detail::new_attrs_block(items.size());
+  try {
+    for (const Item& it : items) {
+      new (b->items() + b->size) Item(it);
+      b->size++;
+    }
+  } catch (...) {
+    detail::release_attrs_block(b);
+    throw;
+  }
+  block_ = b;
+}
+
 Attrs& Attrs::set(const char* name, AttrValue v) {
   parsed_ = nullptr;
-  for (auto& [k, val] : items_) {
-    if (std::strcmp(k, name) == 0) {
-      val = std::move(v);
-      return *this;
+  const bool shared = block_ && block_->refs.load(std::memory_order_acquire) != 1;
+  if (block_ && !shared) {
+    for (Item& it : std::span<Item>(block_->items(), block_->size)) {
+      if (std::strcmp(it.first, name) == 0) {
+        it.second = std::move(v);
+        return *this;
+      }
     }
   }
-  items_.emplace_back(name, std::move(v));
+  // Copy on write: a shared list is copied (with room for one more) before it changes.
+  const uint32_t size = block_ ? block_->size : 0;
+  if (!block_ || shared || size == block_->capacity) {
+    detail::AttrsBlock* grown =
+        block_ ? detail::regrow(block_, std::max<size_t>(2 * size, size + 1), !shared)
+               : detail::new_attrs_block(2);
+    release();
+    block_ = grown;
+    if (shared) {
+      for (Item& it : std::span<Item>(block_->items(), block_->size)) {
+        if (std::strcmp(it.first, name) == 0) {
+          it.second = std::move(v);
+          return *this;
+        }
+      }
+    }
+  }
+  new (block_->items() + block_->size) Item(name, std::move(v));
+  block_->size++;
   return *this;
 }
 
 const AttrValue* Attrs::find(const char* name) const {
-  for (const auto& [k, v] : items_)
+  for (const auto& [k, v] : items())
     if (std::strcmp(k, name) == 0) return &v;
   return nullptr;
 }
@@ -34,7 +124,7 @@ double Attrs::get_double(const char* name) const {
 std::string Attrs::to_string() const {
   std::ostringstream os;
   bool first = true;
-  for (const auto& [k, v] : items_) {
+  for (const auto& [k, v] : items()) {
     os << (first ? "" : ", ") << k << '=';
     first = false;
     std::visit(

@@ -2,8 +2,11 @@
 // kept as an ordered list of named values so tracing can record and hash them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -25,10 +28,48 @@ struct ParsedAttrs {
   virtual ~ParsedAttrs() = default;
 };
 
+namespace detail {
+// The shared, reference-counted list behind Attrs: a header with `capacity` items after it, in
+// one allocation. Items are never changed while more than one Attrs refers to the block.
+struct alignas(16) AttrsBlock {
+  std::atomic<uint32_t> refs{1};
+  uint32_t size = 0;
+  uint32_t capacity = 0;
+  std::pair<const char*, AttrValue>* items() {
+    return reinterpret_cast<std::pair<const char*, AttrValue>*>(this + 1);
+  }
+};
+void release_attrs_block(AttrsBlock* b) noexcept;  // destroys the items and frees the block
+}  // namespace detail
+
+// The attributes of one op call. Copies share the list of items (a reference count, no copy of
+// any value): the lazy device and graph nodes keep a copy of each call's attributes, and copying
+// them costs one counter increment. set() copies the list first when it is shared, so a copy
+// never sees another's changes.
 class Attrs {
  public:
+  using Item = std::pair<const char*, AttrValue>;
+
   Attrs() = default;
-  Attrs(std::initializer_list<std::pair<const char*, AttrValue>> items) : items_(items) {}
+  Attrs(std::initializer_list<Item> items);
+  Attrs(const Attrs& o) noexcept : block_(o.block_), parsed_(o.parsed_) {
+    if (block_) block_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  Attrs(Attrs&& o) noexcept
+      : block_(std::exchange(o.block_, nullptr)), parsed_(std::move(o.parsed_)) {}
+  Attrs& operator=(const Attrs& o) noexcept {
+    Attrs(o).swap(*this);
+    return *this;
+  }
+  Attrs& operator=(Attrs&& o) noexcept {
+    Attrs(std::move(o)).swap(*this);
+    return *this;
+  }
+  ~Attrs() { release(); }
+  void swap(Attrs& o) noexcept {
+    std::swap(block_, o.block_);
+    parsed_.swap(o.parsed_);
+  }
 
   Attrs& set(const char* name, AttrValue v);
   bool has(const char* name) const { return find(name) != nullptr; }
@@ -49,7 +90,12 @@ class Attrs {
   // Copies of these attributes share it; set() drops it.
   void set_parsed(std::shared_ptr<const ParsedAttrs> p) { parsed_ = std::move(p); }
 
-  const std::vector<std::pair<const char*, AttrValue>>& items() const { return items_; }
+  // The items in the order they were set (a view, valid until this Attrs changes).
+  std::span<const Item> items() const {
+    return block_ ? std::span<const Item>(block_->items(), block_->size) : std::span<const Item>();
+  }
+  // True when this and `o` share one list of items (copies do until either is set()).
+  bool shares_items_with(const Attrs& o) const { return block_ != nullptr && block_ == o.block_; }
   // "stride=[2,2], padding=[3,3]" for printing graphs and errors.
   std::string to_string() const;
 
@@ -63,7 +109,14 @@ class Attrs {
     LATHE_CHECK(p != nullptr, "[attrs] attribute '", name, "' has the wrong type");
     return *p;
   }
-  std::vector<std::pair<const char*, AttrValue>> items_;
+  void release() noexcept {
+    // The last owner needs no atomic decrement: nobody else can be copying the block.
+    if (block_ && (block_->refs.load(std::memory_order_acquire) == 1 ||
+                   block_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1))
+      detail::release_attrs_block(block_);
+    block_ = nullptr;
+  }
+  detail::AttrsBlock* block_ = nullptr;
   std::shared_ptr<const ParsedAttrs> parsed_;
 };
 

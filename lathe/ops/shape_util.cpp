@@ -1,7 +1,6 @@
 #include "lathe/ops/shape_util.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace lathe {
 
@@ -99,7 +98,8 @@ Shape strides_like(const Shape& sizes, const Shape& like_sizes, const Shape& lik
     sz_heap.resize(n), st_heap.resize(n), perm_heap.resize(n);
     sz = sz_heap.data(), st = st_heap.data(), perm = perm_heap.data();
   }
-  for (size_t d = 0; d < n; ++d) sz[d] = like_sizes[d].hint(), st[d] = like_strides[d].hint();
+  auto hint = [](SymInt v) { return v.is_symbolic() ? v.hint() : *v.maybe_int(); };
+  for (size_t d = 0; d < n; ++d) sz[d] = hint(like_sizes[d]), st[d] = hint(like_strides[d]);
   // Row-major (size-1 dims may have any stride)?
   bool row_major = true;
   int64_t expected = 1;
@@ -110,8 +110,13 @@ Shape strides_like(const Shape& sizes, const Shape& like_sizes, const Shape& lik
   }
   if (row_major) return contiguous_strides(sizes);
   // Dense in the order of increasing strides (ties keep the earlier dim inside)?
-  std::iota(perm, perm + n, 0);
-  std::stable_sort(perm, perm + n, [&](int a, int b) { return st[a] < st[b]; });
+  // Insertion sort: stable, and unlike std::stable_sort it allocates no buffer (this rule runs
+  // for every op a lazy or traced call records).
+  for (size_t k = 0; k < n; ++k) {
+    size_t j = k;
+    for (; j > 0 && st[perm[j - 1]] > st[k]; --j) perm[j] = perm[j - 1];
+    perm[j] = static_cast<int>(k);
+  }
   expected = 1;
   for (size_t k = 0; k < n; ++k) {
     const int d = perm[k];

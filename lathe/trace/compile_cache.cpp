@@ -79,7 +79,8 @@ void resolve_symbols(ir::Graph& graph, sym::ShapeEnv& env) {
   for (ir::Node* n : graph.nodes()) {
     for (ir::Value* v : n->outputs()) resolve_type(v);
     Attrs& attrs = n->mutable_attrs();
-    for (const auto& [name, value] : std::vector(attrs.items())) {
+    const std::vector<Attrs::Item> items(attrs.items().begin(), attrs.items().end());
+    for (const auto& [name, value] : items) {
       const Shape* shape = std::get_if<Shape>(&value);
       if (!shape) continue;
       Shape resolved = *shape;

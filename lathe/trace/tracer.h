@@ -122,8 +122,8 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   ir::Value* output_value(ir::Node* const& node, int output) override {
     return node->output(output);
   }
-  Tensor make_tensor(const TensorMeta& m) override {
-    return make_fake(m.sizes, m.strides, m.offset, m.dtype, m.device, false);
+  Tensor make_tensor(TensorMeta&& m) override {
+    return make_fake(std::move(m.sizes), std::move(m.strides), m.offset, m.dtype, m.device, false);
   }
   void note_view(ir::Node* const& node, int output, ir::Value* const& base) override;
   void rebind_written(const Tensor& t, ir::Node* const& node, int input, ir::Value* const& before,

@@ -4,6 +4,7 @@
 #include "lathe/lazy/lazy.h"
 #include "lathe/nn/init.h"
 #include "lathe/nn/layers.h"
+#include "lathe/ops/backward_ops.h"
 #include "lathe/ops/ops.h"
 #include "lazy_test_util.h"
 
@@ -89,6 +90,28 @@ TEST(LazyDevice, DeadPendingValuesAreNotComputed) {
   EXPECT_EQ(m.ops_traced, 3);
   EXPECT_EQ(m.graph_nodes, 1);  // only relu
   EXPECT_TRUE(has_data(kept));
+}
+
+TEST(LazyDevice, AnyOutputKeepsItsNodeAndInputsAlive) {
+  // Output 0's value lives inside its node and the other outputs hold the node: whichever output
+  // is kept, alone, after its siblings and its inputs' tensors are dropped, computes what eager
+  // does, on a cache miss (graph built from the node's output types) and on a hit.
+  Tensor go = randn({2, 3, 4, 4}, 21), x = randn({2, 3, 4, 4}, 22), w = randn({3}, 23);
+  const std::vector<Tensor> eager = batch_norm_backward(go, exp(x), w, 1e-5);
+  for (int keep = 0; keep < 3; ++keep) {
+    for (int call = 0; call < 2; ++call) {
+      Tensor kept;
+      {
+        Tensor lx = exp(x.to(Device::lazy()));
+        std::vector<Tensor> outs =
+            batch_norm_backward(go.to(Device::lazy()), lx, w.to(Device::lazy()), 1e-5);
+        ASSERT_EQ(outs.size(), 3u);
+        kept = outs[keep];
+      }
+      EXPECT_FALSE(has_data(kept));
+      EXPECT_TRUE(all_close(kept.to(Device::cpu()), eager[keep])) << "output " << keep;
+    }
+  }
 }
 
 TEST(LazyDevice, MixingDevicesIsAClearError) {
