@@ -388,12 +388,24 @@ TEST(PlanLayoutsChoice, ChoosesTheMeasuredCheapestBlock) {
   EXPECT_FALSE(cd.winograd);
   EXPECT_EQ(cd.probed_convs, 1);
   EXPECT_EQ(cd.convert.size(), cd.block != 0 ? 1u : 0u);
-  // Weights that are no constants (training): channels-last, unmeasured.
+  // Weights that are no constants: measured as before (an inference graph on the lazy device) ...
   std::unordered_set<const ir::Value*> none;
-  const backend::cpu::BlockChoice ct = backend::cpu::choose_block(*b.g, false, &none);
-  EXPECT_TRUE(ct.training);
-  EXPECT_EQ(ct.block, 0);
-  EXPECT_EQ(ct.probed_convs, 0);
+  const backend::cpu::BlockChoice cn = backend::cpu::choose_block(*b.g, false, &none);
+  EXPECT_FALSE(cn.training);
+  EXPECT_GT(cn.probed_convs, 0);
+  // ... but a graph that also writes (a training step): channels-last, unmeasured.
+  {
+    Built t = block(false);
+    ir::Value* out = t.g->outputs()[0];
+    ir::Value* acc = t.input(zeros(to_shape({2, 24, 5, 5})).to_channels_last());
+    const OpDef& add_ = OpRegistry::global().get("add_");
+    ir::ValueType at = acc->type();
+    t.g->add_node(add_, {acc, out}, Attrs{{"alpha", 1.0}}, {at});
+    const backend::cpu::BlockChoice ct = backend::cpu::choose_block(*t.g, false, &none);
+    EXPECT_TRUE(ct.training);
+    EXPECT_EQ(ct.block, 0);
+    EXPECT_EQ(ct.probed_convs, 0);
+  }
   // A graph without memory-bound convolutions takes the machine's block, unmeasured.
   Built d;
   ir::Value* dx = d.input(rnd({1, 64, 8, 8}, 6).to_channels_last());

@@ -179,7 +179,7 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
         c = choose_block(*cur, winograd, &constant_inputs);
         block = c.block;
         why = c.winograd   ? std::string("Winograd")
-              : c.training ? std::string("weights that are no constants: eager's layout")
+              : c.training ? std::string("a training step: eager's layout")
               : c.probed_convs
                   ? lathe::detail::str("measured on ", c.probed_convs,
                                        " memory-bound convolutions: channels-last ",

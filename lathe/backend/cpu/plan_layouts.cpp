@@ -278,13 +278,16 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd,
         c.winograd = true;
         return c;
       }
+  // A training step (the graph writes: batch norm statistics; and its weights are no constants)
+  // stays channels-last, eager's layout, so its convolutions round as eager's do: a batch norm
+  // over few elements amplifies any difference.
+  bool writes = false;
+  for (const ir::Node* n : g.nodes()) writes |= n->has_side_effects();
   bool any = false;
   for (const ir::Node* n : g.nodes()) {
     auto cc = conv_cost(n);
     any |= cc && cc->flops_per_byte < kMemoryBoundFlopsPerByte;
-    // Weights that change every call (training): channels-last, eager's layout, so the
-    // convolutions round as eager's do (a batch norm over few elements amplifies any difference).
-    if (cc && constant_weights && !constant_weights->count(n->inputs()[kWeight])) {
+    if (cc && writes && constant_weights && !constant_weights->count(n->inputs()[kWeight])) {
       c.training = true;
       return c;
     }

@@ -70,8 +70,9 @@ int plan_layouts_block();
 // The block for one graph, by measurement on the running machine (what the cpu backend uses
 // when LATHE_CPU_BLOCK is not set):
 // - a graph with a Winograd convolution takes 16 (Winograd's layout; what plan_layouts does);
-// - with `constant_weights` given, a graph with a convolution whose weight is not one of them
-//   (training) takes 0: eager's layout, so that its convolutions round as eager's do;
+// - with `constant_weights` given, a graph that writes (a training step's batch norm statistics)
+//   with a convolution whose weight is not one of them takes 0: eager's layout, so that its
+//   convolutions round as eager's do;
 // - else the memory-bound convolutions decide (fewer than kMemoryBoundFlopsPerByte flops per byte
 //   of activation read and written: depthwise, and 1x1 with few channels, whose speed depends on
 //   the layout, unlike the compute-bound ones that run at the machine's peak on every layout):
@@ -89,7 +90,7 @@ inline constexpr double kMemoryBoundFlopsPerByte = 40;
 struct BlockChoice {
   int block = 0;
   bool winograd = false;         // forced to 16 by a Winograd convolution
-  bool training = false;         // a convolution's weight is no constant: channels-last
+  bool training = false;         // a training step (writes, weights no constants): channels-last
   int probed_convs = 0;          // memory-bound convolutions timed
   double cost_s[3] = {0, 0, 0};  // their time plus reorders: channels-last, 8, 16 (per region)
   // per_region: the block's plan converts exactly the convolutions in `convert` (nodes of the
