@@ -51,6 +51,12 @@ bool log_passes() {
 
 bool log_passes_enabled() { return log_passes(); }
 
+std::string layout_plan_name(const LayoutPlan& p) {
+  if (p.block == 0) return "channels-last";
+  return lathe::detail::str(p.block == 8 ? "nChw8c" : "nChw16c",
+                            p.per_region ? " per region" : " whole graph");
+}
+
 namespace {
 
 bool has_writes(const ir::Graph& g) {
@@ -193,10 +199,8 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       if (log && !c.table.empty())
         std::cerr << "[lathe.passes] plan_layouts probes, memory-bound convolutions:\n" << c.table;
       if (info) {
-        info->layout_measured = !layout && !std::getenv("LATHE_CPU_BLOCK") && !c.winograd &&
-                                c.probed_convs > 0;
-        info->layout = lathe::detail::str(block == 0 ? "channels-last" : block == 8 ? "nChw8c" : "nChw16c",
-                                          block == 0 ? "" : c.per_region ? " per region" : " whole graph");
+        info->layout_measured = c.probed_convs > 0;  // only choose_block's own choice probes
+        info->layout = layout_plan_name({block, c.per_region});
       }
       summary = lathe::detail::str(s.blocked_convs, " convolutions on the blocked layout (block ",
                                    s.block, ": ", why, "; ", s.winograd_convs, " Winograd, ",
@@ -390,8 +394,7 @@ class CpuBackend final : public Backend {
       std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants, {}, &p, nullptr);
       if (!seen.insert(g->to_string()).second) continue;  // the same plan as another
       Candidate c;
-      c.name = lathe::detail::str(p.block == 0 ? "channels-last" : p.block == 8 ? "nChw8c" : "nChw16c",
-                                  p.block == 0 ? "" : p.per_region ? " per region" : " whole graph");
+      c.name = cpu::layout_plan_name(p);
       c.exe = make_executable(graph, *g, constants);
       time_one(*c.exe);  // warm-up
       cands.push_back(std::move(c));

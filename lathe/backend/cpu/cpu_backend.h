@@ -73,6 +73,8 @@ struct LayoutPlan {
   int block = 0;
   bool per_region = false;
 };
+// "channels-last", "nChw8c per region", "nChw16c whole graph", ...
+std::string layout_plan_name(const LayoutPlan& p);
 // What the pipeline decided, for the backend.
 struct PipelineInfo {
   // plan_layouts chose among layouts by its probes (memory-bound convolutions, no Winograd, no

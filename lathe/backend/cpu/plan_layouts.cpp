@@ -187,7 +187,7 @@ struct RegionLabels {
   double cost_s = 0;                          // the labelling's convolutions plus reorders
   std::unordered_set<const ir::Node*> blocked;  // the convolutions labelled blocked
 };
-RegionLabels label_regions(const ir::Graph& g, int64_t B, int* probed) {
+RegionLabels label_regions(const ir::Graph& g, int64_t B) {
   MinCut cut;
   std::unordered_map<const ir::Node*, int> id;
   RegionLabels out;
@@ -213,7 +213,6 @@ RegionLabels label_regions(const ir::Graph& g, int64_t B, int* probed) {
     const double blk = lathe::detail::dnnl_measured_conv_s(c->shape, static_cast<int>(B));
     cut.add_edge(MinCut::kSource, v, std::isfinite(blk) ? blk : MinCut::kInfinite);
     cut.add_edge(v, MinCut::kSink, std::isfinite(cl) ? cl : MinCut::kInfinite);
-    if (probed) ++*probed;
   }
   std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
   std::unordered_set<const ir::Value*> seen;
@@ -258,13 +257,10 @@ RegionLabels label_regions(const ir::Graph& g, int64_t B, int* probed) {
 
 }  // namespace
 
-std::unordered_set<const ir::Node*> region_labels(const ir::Graph& g, int block,
-                                                  double* cost_s) {
+std::unordered_set<const ir::Node*> region_labels(const ir::Graph& g, int block) {
   LATHE_CHECK(block == 8 || block == 16, "[plan_layouts] region labels need a block of 8 or 16, got ",
               block);
-  RegionLabels r = label_regions(g, block, nullptr);
-  if (cost_s) *cost_s = r.cost_s;
-  return std::move(r.blocked);
+  return label_regions(g, block).blocked;
 }
 
 BlockChoice choose_block(const ir::Graph& g, bool winograd,
@@ -306,7 +302,7 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd,
   }
   double best = c.cost_s[0];
   for (int k : {0, 1}) {
-    RegionLabels r = label_regions(g, k == 0 ? 8 : 16, nullptr);
+    RegionLabels r = label_regions(g, k == 0 ? 8 : 16);
     c.cost_s[k + 1] = r.blocked.empty() ? c.cost_s[0] : r.cost_s;
     // A blocked plan only for a clear win (the probes' noise is a few percent).
     if (!r.blocked.empty() && r.cost_s < 0.95 * c.cost_s[0] && r.cost_s < best) {

@@ -104,10 +104,8 @@ struct BlockChoice {
 BlockChoice choose_block(const ir::Graph& g, bool winograd = plan_layouts_winograd(),
                          const std::unordered_set<const ir::Value*>* constant_weights = nullptr);
 
-// choose_block's per-region labelling for one block (8 or 16): the convolutions of g to convert,
-// and (cost_s) its measured cost.
-std::unordered_set<const ir::Node*> region_labels(const ir::Graph& g, int block,
-                                                  double* cost_s = nullptr);
+// choose_block's per-region labelling for one block (8 or 16): the convolutions of g to convert.
+std::unordered_set<const ir::Node*> region_labels(const ir::Graph& g, int block);
 
 // `block` 0 and no Winograd convolution leave the graph as it is.
 // `constant_weights`, when given, limits Winograd to convolutions whose weight is one of these
