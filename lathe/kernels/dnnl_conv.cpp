@@ -361,7 +361,10 @@ std::map<std::vector<int64_t>, double>& probe_cache() {
 // The measurement cache's key of a probe: its name and numbers (the entry adds the threads).
 std::string disk_key(const char* what, const std::vector<int64_t>& numbers) {
   std::string key = what;
-  for (int64_t v : numbers) key += " " + std::to_string(v);
+  for (int64_t v : numbers) {
+    key += ' ';
+    key += std::to_string(v);
+  }
   return key;
 }
 
