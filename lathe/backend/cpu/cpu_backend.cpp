@@ -1,5 +1,7 @@
 #include "lathe/backend/cpu/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -295,19 +297,33 @@ class CpuBackend final : public Backend {
     const auto start = clock::now();
     const lathe::detail::CompileTimeCounters counters = lathe::detail::compile_time_counters();
     const lathe::detail::MeasureCacheStats cache = lathe::detail::measure_cache_stats();
+    // A winner of an earlier tuning of this graph (the measurement cache) is built directly.
+    const bool tune = layout_tuning_enabled();
+    auto t = clock::now();
+    std::string tune_key;
+    std::optional<CachedWinner> cached;
+    if (tune) {
+      tune_key = tuning_key(graph, context);
+      cached = cached_winner(tune_key);
+    }
+    double tuning_s = since(t);
     cpu::GraphConstants constants = context.constants;
     cpu::PipelineInfo info;
-    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants, {}, nullptr, &info);
+    std::unique_ptr<ir::Graph> g = cpu::run_passes(
+        graph, constants, {}, cached && cached->fixed ? &cached->plan : nullptr, &info);
     double passes_s = 0;
     for (const auto& [name, s] : info.pass_seconds) passes_s += s;
-    auto t = clock::now();
+    t = clock::now();
     std::unique_ptr<Executable> exe = make_executable(graph, *g, constants);
     const double executable_s = since(t);
     t = clock::now();
-    std::string tuning = "off";
-    if (info.layout_measured && layout_tuning_enabled())
-      exe = tune_layouts(graph, context, *g, std::move(exe), info.layout, &tuning);
-    const double tuning_s = since(t);
+    std::string tuning = tune ? "not needed" : "off";
+    if (cached)
+      tuning = "cached: " +
+               (cached->fixed ? cpu::layout_plan_name(cached->plan) : info.layout + " (measured)");
+    else if (tune && info.layout_measured)
+      exe = tune_layouts(graph, context, *g, std::move(exe), info.layout, tune_key, &tuning);
+    tuning_s += since(t);
     if (cpu::log_passes_enabled()) {
       const lathe::detail::CompileTimeCounters d =
           lathe::detail::compile_time_counters() - counters;
@@ -387,23 +403,52 @@ class CpuBackend final : public Backend {
   }
 
   // The measurement cache's key of a tuning: the graph as traced (ops, attributes, input types),
-  // which of its inputs are constants, and the plan the probes chose (it reflects the
-  // environment's switches and the probes' answers).
-  static std::string tuning_key(const ir::Graph& graph, const CompileContext& context,
-                                const ir::Graph& chosen) {
+  // which of its inputs are constants, and the environment's LATHE_ switches (they change the
+  // pipeline) but those that only log or name the cache.
+  static std::string tuning_key(const ir::Graph& graph, const CompileContext& context) {
     std::string constant_inputs(graph.inputs().size(), '0');
     for (size_t i = 0; i < context.constants.size() && i < constant_inputs.size(); ++i)
       if (context.constants[i].defined()) constant_inputs[i] = '1';
+    std::vector<std::string> switches;
+    for (char** e = environ; e && *e; ++e) {
+      const std::string kv = *e;
+      if (kv.rfind("LATHE_", 0) != 0 || kv.rfind("LATHE_CACHE", 0) == 0 ||
+          kv.rfind("LATHE_LOGS=", 0) == 0 || kv.rfind("LATHE_PROFILE=", 0) == 0)
+        continue;
+      switches.push_back(kv);
+    }
+    std::sort(switches.begin(), switches.end());
+    std::string env;
+    for (const std::string& kv : switches) env += kv + "\n";
     return "tune_layouts " + lathe::detail::hex_hash64(graph.to_string()) + " " +
-           lathe::detail::hex_hash64(constant_inputs) + " " +
-           lathe::detail::hex_hash64(chosen.to_string());
+           lathe::detail::hex_hash64(constant_inputs) + " " + lathe::detail::hex_hash64(env);
+  }
+
+  // What the cache stores of a tuning: {0, 0, 0} when the measured plan won (or tuning was
+  // skipped for a slow call), {1, block, per_region} when another plan did.
+  struct CachedWinner {
+    bool fixed = false;
+    cpu::LayoutPlan plan;
+  };
+  static std::optional<CachedWinner> cached_winner(const std::string& key) {
+    std::optional<std::vector<double>> v = lathe::detail::MeasureCache::current().load(key);
+    if (!v || v->size() != 3) return std::nullopt;
+    const double kind = (*v)[0], block = (*v)[1], per_region = (*v)[2];
+    if (kind == 0) return CachedWinner{};
+    if (kind == 1 && (block == 0 || block == 8 || block == 16) &&
+        (per_region == 0 || per_region == 1))
+      return CachedWinner{true, {static_cast<int>(block), per_region == 1}};
+    return std::nullopt;
   }
 
   // Layout tuning (cpu_backend.h): the measured plan against the others, on the whole graph.
-  // The winner is kept in the measurement cache: a later process builds it without timing.
-  static std::unique_ptr<Executable> tune_layouts(
-      const ir::Graph& graph, const CompileContext& context, const ir::Graph& chosen,
-      std::unique_ptr<Executable> exe, const std::string& chosen_name, std::string* outcome) {
+  // The winner is stored in the measurement cache under `key` (tuning_key).
+  static std::unique_ptr<Executable> tune_layouts(const ir::Graph& graph,
+                                                  const CompileContext& context,
+                                                  const ir::Graph& chosen,
+                                                  std::unique_ptr<Executable> exe,
+                                                  const std::string& chosen_name,
+                                                  const std::string& key, std::string* outcome) {
     const bool log = cpu::log_passes_enabled();
     // Running the graph must change nothing: no writes into its inputs, no draws from the
     // generator.
@@ -416,24 +461,6 @@ class CpuBackend final : public Backend {
         return exe;
       }
     lathe::detail::MeasureCache& cache = lathe::detail::MeasureCache::current();
-    const std::string key = tuning_key(graph, context, chosen);
-    // Stored: {0, 0, 0} for the measured plan, {1, block, per_region} for another.
-    if (auto v = cache.load(key); v && v->size() == 3) {
-      const double kind = (*v)[0], block = (*v)[1], per_region = (*v)[2];
-      const bool valid_plan =
-          (block == 0 || block == 8 || block == 16) && (per_region == 0 || per_region == 1);
-      if (kind == 0) {
-        *outcome = "cached: " + chosen_name + " (measured)";
-        return exe;
-      }
-      if (kind == 1 && valid_plan) {
-        const cpu::LayoutPlan p{static_cast<int>(block), per_region == 1};
-        cpu::GraphConstants constants = context.constants;
-        std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants, {}, &p, nullptr);
-        *outcome = "cached: " + cpu::layout_plan_name(p);
-        return make_executable(graph, *g, constants);
-      }
-    }
     std::optional<std::vector<Tensor>> in = timing_inputs(graph, context);
     if (!in) {
       if (log) std::cerr << "[lathe.passes] layout tuning: skipped (an input is not static f32)\n";
