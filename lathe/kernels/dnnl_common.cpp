@@ -3,12 +3,14 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <list>
 #include <mutex>
 
 #include "lathe/core/threads.h"
+#include "lathe/kernels/compile_time.h"
 
 namespace lathe::detail {
 
@@ -125,7 +127,10 @@ std::shared_ptr<const DnnlPrimitive> dnnl_cached_primitive(
   }
   // Creation JIT-compiles (milliseconds): do it outside the lock.
   static std::atomic<uint64_t> next_id{1};
+  const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<DnnlPrimitive> made = make();
+  count_primitive_creation(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (made) {
     made->id = next_id.fetch_add(1, std::memory_order_relaxed);
     made->scratchpad_bytes = made->pd.scratchpad_desc().get_size();
@@ -284,6 +289,7 @@ DnnlWeight dnnl_cached_weight(const Tensor& weight,
   const dnnl::memory::desc user_md = user_md_fn();
   if (user_md == target_md) return {dnnl_mem(user_md, weight), storage};
   // Reorder outside the lock.
+  const auto t0 = std::chrono::steady_clock::now();
   WeightEntry e;
   e.storage = storage;
   e.storage_ptr = storage.get();
@@ -301,6 +307,8 @@ DnnlWeight dnnl_cached_weight(const Tensor& weight,
   dnnl_prepare_threads();
   dnnl::reorder(src, e.mem).execute(dnnl_stream(), src, e.mem);
   dnnl_stream().wait();
+  count_weight_reorder(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
   std::lock_guard<std::mutex> lock(c.mu);
   ++c.reorders;

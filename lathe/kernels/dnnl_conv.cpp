@@ -13,7 +13,9 @@
 
 #include "lathe/core/threads.h"
 #include "lathe/kernels/blocked_layout.h"
+#include "lathe/kernels/compile_time.h"
 #include "lathe/kernels/dnnl_common.h"
+#include "lathe/kernels/measure_cache.h"
 
 namespace lathe::detail {
 namespace {
@@ -329,9 +331,17 @@ const ConvLayoutChoice& dnnl_measured_conv_layout() {
     p.padding[0] = p.padding[1] = 1;
     ConvPostOps post;
     post.act = ConvPostOps::Act::relu;
-    std::tie(c.channels_last_s, c.blocked_s) =
-        best_alternating([&] { conv2d_forward(x, w, b, p, y, post); },
-                         [&] { conv2d_forward_blocked(xblk, w, b, p, yblk, post); }, 9);
+    const std::string key = "conv_layout block " + std::to_string(B);
+    if (auto v = MeasureCache::current().load(key); v && v->size() == 2) {
+      c.channels_last_s = (*v)[0];
+      c.blocked_s = (*v)[1];
+    } else {
+      ProbeTimer timer;
+      std::tie(c.channels_last_s, c.blocked_s) =
+          best_alternating([&] { conv2d_forward(x, w, b, p, y, post); },
+                           [&] { conv2d_forward_blocked(xblk, w, b, p, yblk, post); }, 9);
+      MeasureCache::current().store(key, {c.channels_last_s, c.blocked_s});
+    }
     // Blocked regions pay reorders at their edges: take them only for a clear win.
     c.block = c.blocked_s < 0.95 * c.channels_last_s ? c.preferred_block : 0;
     return c;
@@ -348,15 +358,33 @@ std::map<std::vector<int64_t>, double>& probe_cache() {
   return cache;
 }
 
+// The measurement cache's key of a probe: its name and numbers (the entry adds the threads).
+std::string disk_key(const char* what, const std::vector<int64_t>& numbers) {
+  std::string key = what;
+  for (int64_t v : numbers) {
+    key += ' ';
+    key += std::to_string(v);
+  }
+  return key;
+}
+
 template <class F>
-double cached_probe(std::vector<int64_t> key, F&& measure) {
+double cached_probe(const char* what, std::vector<int64_t> key, F&& measure) {
+  const std::string on_disk = disk_key(what, key);
   key.push_back(dnnl_prepare_threads());
   {
     std::lock_guard<std::mutex> lock(probe_mu);
     auto it = probe_cache().find(key);
     if (it != probe_cache().end()) return it->second;
   }
-  const double t = measure();
+  double t;
+  if (auto v = MeasureCache::current().load(on_disk); v && v->size() == 1) {
+    t = (*v)[0];
+  } else {
+    ProbeTimer timer;
+    t = measure();
+    MeasureCache::current().store(on_disk, {t});
+  }
   std::lock_guard<std::mutex> lock(probe_mu);
   probe_cache().emplace(std::move(key), t);
   return t;
@@ -398,6 +426,19 @@ bool block_divides(const ConvProbeShape& s, int64_t B) {
 
 }  // namespace
 
+std::string dnnl_conv_probe_key(const ConvProbeShape& s) {
+  const auto& p = s.p;
+  std::vector<int64_t> numbers{s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, p.groups};
+  for (int i = 0; i < 2; ++i)
+    numbers.insert(numbers.end(), {p.stride[i], p.padding[i], p.dilation[i]});
+  return disk_key("conv", numbers);
+}
+
+void dnnl_forget_probes() {
+  std::lock_guard<std::mutex> lock(probe_mu);
+  probe_cache().clear();
+}
+
 double dnnl_measured_conv_s(const ConvProbeShape& s, int block) {
   const auto& p = s.p;
   const int64_t oh = (s.h + 2 * p.padding[0] - p.dilation[0] * (s.kh - 1) - 1) / p.stride[0] + 1;
@@ -415,6 +456,19 @@ double dnnl_measured_conv_s(const ConvProbeShape& s, int block) {
     auto it = probe_cache().find(key_of(block));
     if (it != probe_cache().end()) return it->second;
   }
+  // The measurement cache holds the three layouts' times of the shape in one entry.
+  const std::string on_disk = dnnl_conv_probe_key(s);
+  const int64_t all_blocks[3] = {0, 8, 16};
+  if (auto v = MeasureCache::current().load(on_disk); v && v->size() == 3) {
+    double result = INFINITY;
+    std::lock_guard<std::mutex> lock(probe_mu);
+    for (int i = 0; i < 3; ++i) {
+      probe_cache().emplace(key_of(all_blocks[i]), (*v)[i]);
+      if (all_blocks[i] == block) result = (*v)[i];
+    }
+    return result;
+  }
+  ProbeTimer timer;
   // Every layout of the shape is timed in the same rounds, one after the other (the machine's
   // speed drifts between probes taken at different times by more than the layouts differ), and
   // all three results are cached.
@@ -462,18 +516,23 @@ double dnnl_measured_conv_s(const ConvProbeShape& s, int block) {
           best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   double result = INFINITY;
-  std::lock_guard<std::mutex> lock(probe_mu);
-  for (size_t i = 0; i < runs.size(); ++i) {
-    probe_cache().emplace(key_of(blocks[i]), best[i]);
-    if (blocks[i] == block) result = best[i];
+  std::vector<double> stored(3, INFINITY);
+  {
+    std::lock_guard<std::mutex> lock(probe_mu);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      probe_cache().emplace(key_of(blocks[i]), best[i]);
+      if (blocks[i] == block) result = best[i];
+      stored[blocks[i] == 0 ? 0 : blocks[i] == 8 ? 1 : 2] = best[i];
+    }
   }
+  MeasureCache::current().store(on_disk, stored);
   return result;
 }
 
 double dnnl_measured_reorder_s(int64_t n, int64_t c, int64_t h, int64_t w, int block) {
   if (block != 8 && block != 16) return INFINITY;
   if (c % block != 0) return INFINITY;
-  return cached_probe({2, n, c, h, w, block}, [&] {
+  return cached_probe("reorder", {2, n, c, h, w, block}, [&] {
     Tensor x_flat = probe_flat(n * c * h * w);
     const Shape xsz = to_shape({n, c, h, w});
     Tensor x = make_view(x_flat, xsz, channels_last_strides(xsz), 0);
@@ -516,9 +575,16 @@ const WinogradChoice& dnnl_measured_winograd() {
     wino.winograd = true;
     ConvPostOps post;
     post.act = ConvPostOps::Act::relu;
-    std::tie(c.direct_s, c.winograd_s) =
-        best_alternating([&] { conv2d_forward_blocked(x, w, b, direct, y, post); },
-                         [&] { conv2d_forward_blocked(x, w, b, wino, y, post); }, 7);
+    if (auto v = MeasureCache::current().load("winograd"); v && v->size() == 2) {
+      c.direct_s = (*v)[0];
+      c.winograd_s = (*v)[1];
+    } else {
+      ProbeTimer timer;
+      std::tie(c.direct_s, c.winograd_s) =
+          best_alternating([&] { conv2d_forward_blocked(x, w, b, direct, y, post); },
+                           [&] { conv2d_forward_blocked(x, w, b, wino, y, post); }, 7);
+      MeasureCache::current().store("winograd", {c.direct_s, c.winograd_s});
+    }
     c.use = c.winograd_s < 0.9 * c.direct_s;
     return c;
   }();

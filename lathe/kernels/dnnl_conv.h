@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "lathe/core/tensor.h"
 #include "lathe/kernels/post_ops.h"
@@ -80,6 +81,14 @@ struct ConvProbeShape {
 // group's channels), or oneDNN has no kernel. plan_layouts asks it for the memory-bound
 // convolutions of a graph (depthwise, few channels) whose speed depends on the layout.
 double dnnl_measured_conv_s(const ConvProbeShape& s, int block);
+
+// The measurement cache's key (lathe/kernels/measure_cache.h) of that convolution's probe: one
+// entry holds its three layouts' times (+inf where a layout cannot run it).
+std::string dnnl_conv_probe_key(const ConvProbeShape& s);
+
+// Forgets the probe results this process measured or loaded (not the once-per-process layout
+// and Winograd choices), so the next probe asks the measurement cache again. For tests.
+void dnnl_forget_probes();
 
 // The wall time of the reorder of an [N, C, H, W] activation between channels-last and
 // nChw<block>c, in seconds (to_blocked; from_blocked is as fast), measured and cached as above.

@@ -1,12 +1,14 @@
 #include "lathe/trace/compile_cache.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include "lathe/core/device_registry.h"
 #include "lathe/core/dispatch_mode.h"
 #include "lathe/core/grad_mode.h"
 #include "lathe/ir/passes.h"
+#include "lathe/kernels/compile_time.h"
 #include "lathe/nn/module.h"
 #include "lathe/sym/sym_error.h"
 #include "lathe/trace/compile_logs.h"
@@ -234,9 +236,30 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     eager_calls_.fetch_add(1, std::memory_order_relaxed);
     return fn_(args);
   }
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
+  const auto start = clock::now();
   std::shared_ptr<const CacheEntry> e = compile_entry(args);
   trace_lock.unlock();
-  return run_entry(*e, args);
+  if (!log_enabled(LogTopic::kPasses)) return run_entry(*e, args);
+  // The first call's breakdown: the trace, the backend's compile (its own line has the details),
+  // the first run (the executor's plan, oneDNN primitives created and weights reordered there).
+  const double compile_s = since(start);
+  const detail::CompileTimeCounters before = detail::compile_time_counters();
+  const auto run_start = clock::now();
+  std::vector<Tensor> outs = run_entry(*e, args);
+  const double run_s = since(run_start);
+  const detail::CompileTimeCounters d = detail::compile_time_counters() - before;
+  log_message(
+      LogTopic::kPasses,
+      str("first call of '", options_.name, "': ", (compile_s + run_s) * 1e3,
+          " ms = trace and guards ", (compile_s - e->backend_compile_s) * 1e3,
+          " ms + backend compile ", e->backend_compile_s * 1e3, " ms + first run ", run_s * 1e3,
+          " ms (oneDNN primitives created ", d.primitive_s * 1e3, " ms (", d.primitives,
+          "), weights reordered ", d.weight_reorder_s * 1e3, " ms (", d.weight_reorders, "))"));
+  return outs;
 }
 
 bool CompileCache::drop_stale_entries() {
@@ -567,7 +590,10 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
                 "': training (AOT autograd) with tensors on the lazy device is not supported; "
                 "compile it with CPU tensors");
     aot->backward_text = aot->backward_graph->to_string();
+    const auto backward_start = std::chrono::steady_clock::now();
     aot->backward = backend->compile(*aot->backward_graph);
+    entry->backend_compile_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - backward_start).count();
     aot->backward_graph.reset();
     entry->graph_text += "backward (" + std::to_string(aot->num_saved) + " saved, " +
                          std::to_string(aot->num_recomputed) + " recomputed):\n" +
@@ -575,7 +601,10 @@ std::unique_ptr<CacheEntry> CompileCache::trace(const std::vector<Arg>& args,
     entry->aot = aot;
   }
   entry->guards_text = entry->guards.to_string();
+  const auto backend_start = std::chrono::steady_clock::now();
   entry->executable = backend->compile_with_context(graph, context);
+  entry->backend_compile_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - backend_start).count();
   return entry;
 }
 

@@ -33,6 +33,8 @@ struct CacheEntry {
   std::shared_ptr<sym::ShapeEnv> env;
   EntryGuards guards;
   std::unique_ptr<backend::Executable> executable;
+  // Seconds the backend took to compile the graphs (LATHE_LOGS=passes' first-call breakdown).
+  double backend_compile_s = 0;
   std::vector<Tensor> captured;  // by reference: parameters, buffers, constants
   // Per capture slot: the CPU view of a lazy capture's device buffer, made once at trace time
   // (used while the capture still holds that buffer); the capture itself for CPU tensors.

@@ -24,10 +24,10 @@ unsigned parse_topics(const std::string& s) {
       flags |= unsigned(LogTopic::kGuards);
     else if (item == "graph")
       flags |= unsigned(LogTopic::kGraph);
+    else if (item == "passes")  // also read by the cpu backend (lathe/backend/cpu/cpu_backend.cpp)
+      flags |= unsigned(LogTopic::kPasses);
     else if (item == "all")
-      flags |= 7u;
-    else if (item == "passes")
-      ;  // read by the cpu backend (lathe/backend/cpu/cpu_backend.cpp)
+      flags |= 15u;
     else if (!item.empty())
       throw Error(
           str("[compile] unknown log topic '", item, "' (known: recompiles, guards, graph, passes, all)"));
@@ -56,6 +56,8 @@ const char* topic_name(LogTopic t) {
       return "guards";
     case LogTopic::kGraph:
       return "graph";
+    case LogTopic::kPasses:
+      return "passes";
   }
   return "?";
 }

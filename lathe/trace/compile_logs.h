@@ -1,12 +1,12 @@
-// Compile logs (LATHE_LOGS=recompiles,guards,graph): which topics are on, and the one place that
-// writes them (the log sink, stderr by default, one message at a time).
+// Compile logs (LATHE_LOGS=recompiles,guards,graph,passes): which topics are on, and the one place
+// that writes them (the log sink, stderr by default, one message at a time).
 #pragma once
 
 #include <string>
 
 namespace lathe::detail {
 
-enum class LogTopic : unsigned { kRecompiles = 1, kGuards = 2, kGraph = 4 };
+enum class LogTopic : unsigned { kRecompiles = 1, kGuards = 2, kGraph = 4, kPasses = 8 };
 
 // True when the topic is enabled (LATHE_LOGS at first use, or set_compile_logs).
 bool log_enabled(LogTopic topic);

@@ -1,14 +1,16 @@
 #include "lathe/backend/cpu/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
-#include <unordered_set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "lathe/backend/cpu/concat_blocked.h"
 #include "lathe/backend/cpu/constant_fold.h"
@@ -25,7 +27,9 @@
 #include "lathe/backend/interpreter.h"
 #include "lathe/ir/functionalize.h"
 #include "lathe/ir/passes.h"
+#include "lathe/kernels/compile_time.h"
 #include "lathe/kernels/elementwise.h"
+#include "lathe/kernels/measure_cache.h"
 
 namespace lathe::backend {
 namespace cpu {
@@ -113,6 +117,7 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
   std::unique_ptr<ir::Graph> cur = copy_graph(g);
   for (const std::string& name : pass_names()) {
     if (std::find(off.begin(), off.end(), name) != off.end()) continue;
+    const auto pass_start = std::chrono::steady_clock::now();
     std::string summary;
     if (name == "functionalize") {
       // Writes become functional ops and final copies into the written inputs, so the fusions
@@ -226,6 +231,10 @@ std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& consta
       summary = lathe::detail::str(ir::dead_code_elimination(*cur), " nodes removed");
     }
     cur->verify();
+    if (info)
+      info->pass_seconds.emplace_back(
+          name,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
     if (log)
       std::cerr << "[lathe.passes] after " << name << ": " << summary << "\n"
                 << cur->to_string() << "\n";
@@ -281,12 +290,64 @@ class CpuBackend final : public Backend {
   }
   std::unique_ptr<Executable> compile_with_context(const ir::Graph& graph,
                                                    const CompileContext& context) override {
+    using clock = std::chrono::steady_clock;
+    auto since = [](clock::time_point t) {
+      return std::chrono::duration<double>(clock::now() - t).count();
+    };
+    const auto start = clock::now();
+    const lathe::detail::CompileTimeCounters counters = lathe::detail::compile_time_counters();
+    const lathe::detail::MeasureCacheStats cache = lathe::detail::measure_cache_stats();
+    // A winner of an earlier tuning of this graph (the measurement cache) is built directly.
+    const bool tune = layout_tuning_enabled();
+    auto t = clock::now();
+    std::string tune_key;
+    std::optional<CachedWinner> cached;
+    if (tune) {
+      tune_key = tuning_key(graph, context);
+      cached = cached_winner(tune_key);
+    }
+    double tuning_s = since(t);
     cpu::GraphConstants constants = context.constants;
     cpu::PipelineInfo info;
-    std::unique_ptr<ir::Graph> g = cpu::run_passes(graph, constants, {}, nullptr, &info);
+    std::unique_ptr<ir::Graph> g = cpu::run_passes(
+        graph, constants, {}, cached && cached->fixed ? &cached->plan : nullptr, &info);
+    double passes_s = 0;
+    for (const auto& [name, s] : info.pass_seconds) passes_s += s;
+    t = clock::now();
     std::unique_ptr<Executable> exe = make_executable(graph, *g, constants);
-    if (info.layout_measured && layout_tuning_enabled())
-      exe = tune_layouts(graph, context, *g, std::move(exe), info.layout);
+    const double executable_s = since(t);
+    t = clock::now();
+    std::string tuning = tune ? "not needed" : "off";
+    if (cached)
+      tuning = "cached: " +
+               (cached->fixed ? cpu::layout_plan_name(cached->plan) : info.layout + " (measured)");
+    else if (tune && info.layout_measured)
+      exe = tune_layouts(graph, context, *g, std::move(exe), info.layout, tune_key, &tuning);
+    tuning_s += since(t);
+    if (cpu::log_passes_enabled()) {
+      const lathe::detail::CompileTimeCounters d =
+          lathe::detail::compile_time_counters() - counters;
+      const lathe::detail::MeasureCacheStats m = lathe::detail::measure_cache_stats();
+      std::ostringstream line;
+      line.precision(3);
+      line << "[lathe.passes] backend compile " << since(start) * 1e3 << " ms: passes "
+           << passes_s * 1e3 << " ms (";
+      for (size_t i = 0; i < info.pass_seconds.size(); ++i)
+        line << (i ? ", " : "") << info.pass_seconds[i].first << " "
+             << info.pass_seconds[i].second * 1e3;
+      line << "), probes " << d.probe_s * 1e3 << " ms (" << d.probes << " measured), executable "
+           << executable_s * 1e3 << " ms, layout tuning " << tuning_s * 1e3 << " ms (" << tuning
+           << "); oneDNN primitives created " << d.primitive_s * 1e3 << " ms (" << d.primitives
+           << "), weights reordered " << d.weight_reorder_s * 1e3 << " ms (" << d.weight_reorders
+           << "); measurement cache ";
+      if (lathe::detail::MeasureCache::current().enabled())
+        line << m.hits - cache.hits << " hits, " << m.misses - cache.misses << " misses, "
+             << m.rejected - cache.rejected << " rejected, " << m.writes - cache.writes
+             << " written";
+      else
+        line << "off";
+      std::cerr << line.str() << "\n";
+    }
     return exe;
   }
 
@@ -341,12 +402,53 @@ class CpuBackend final : public Backend {
     return in;
   }
 
+  // The measurement cache's key of a tuning: the graph as traced (ops, attributes, input types),
+  // which of its inputs are constants, and the environment's LATHE_ switches (they change the
+  // pipeline) but those that only log or name the cache.
+  static std::string tuning_key(const ir::Graph& graph, const CompileContext& context) {
+    std::string constant_inputs(graph.inputs().size(), '0');
+    for (size_t i = 0; i < context.constants.size() && i < constant_inputs.size(); ++i)
+      if (context.constants[i].defined()) constant_inputs[i] = '1';
+    std::vector<std::string> switches;
+    for (char** e = environ; e && *e; ++e) {
+      const std::string kv = *e;
+      if (kv.rfind("LATHE_", 0) != 0 || kv.rfind("LATHE_CACHE", 0) == 0 ||
+          kv.rfind("LATHE_LOGS=", 0) == 0 || kv.rfind("LATHE_PROFILE=", 0) == 0)
+        continue;
+      switches.push_back(kv);
+    }
+    std::sort(switches.begin(), switches.end());
+    std::string env;
+    for (const std::string& kv : switches) env += kv + "\n";
+    return "tune_layouts " + lathe::detail::hex_hash64(graph.to_string()) + " " +
+           lathe::detail::hex_hash64(constant_inputs) + " " + lathe::detail::hex_hash64(env);
+  }
+
+  // What the cache stores of a tuning: {0, 0, 0} when the measured plan won (or tuning was
+  // skipped for a slow call), {1, block, per_region} when another plan did.
+  struct CachedWinner {
+    bool fixed = false;
+    cpu::LayoutPlan plan;
+  };
+  static std::optional<CachedWinner> cached_winner(const std::string& key) {
+    std::optional<std::vector<double>> v = lathe::detail::MeasureCache::current().load(key);
+    if (!v || v->size() != 3) return std::nullopt;
+    const double kind = (*v)[0], block = (*v)[1], per_region = (*v)[2];
+    if (kind == 0) return CachedWinner{};
+    if (kind == 1 && (block == 0 || block == 8 || block == 16) &&
+        (per_region == 0 || per_region == 1))
+      return CachedWinner{true, {static_cast<int>(block), per_region == 1}};
+    return std::nullopt;
+  }
+
   // Layout tuning (cpu_backend.h): the measured plan against the others, on the whole graph.
+  // The winner is stored in the measurement cache under `key` (tuning_key).
   static std::unique_ptr<Executable> tune_layouts(const ir::Graph& graph,
                                                   const CompileContext& context,
                                                   const ir::Graph& chosen,
                                                   std::unique_ptr<Executable> exe,
-                                                  const std::string& chosen_name) {
+                                                  const std::string& chosen_name,
+                                                  const std::string& key, std::string* outcome) {
     const bool log = cpu::log_passes_enabled();
     // Running the graph must change nothing: no writes into its inputs, no draws from the
     // generator.
@@ -355,11 +457,14 @@ class CpuBackend final : public Backend {
         if (log)
           std::cerr << "[lathe.passes] layout tuning: skipped (the graph writes or draws random "
                        "numbers)\n";
+        *outcome = "skipped";
         return exe;
       }
+    lathe::detail::MeasureCache& cache = lathe::detail::MeasureCache::current();
     std::optional<std::vector<Tensor>> in = timing_inputs(graph, context);
     if (!in) {
       if (log) std::cerr << "[lathe.passes] layout tuning: skipped (an input is not static f32)\n";
+      *outcome = "skipped";
       return exe;
     }
     using clock = std::chrono::steady_clock;
@@ -372,9 +477,10 @@ class CpuBackend final : public Backend {
       std::string name;
       std::unique_ptr<Executable> exe;
       double best = INFINITY;
+      std::optional<cpu::LayoutPlan> plan;  // none: the measured plan
     };
     std::vector<Candidate> cands;
-    cands.push_back({chosen_name + " (measured)", std::move(exe)});
+    cands.push_back({chosen_name + " (measured)", std::move(exe), INFINITY, std::nullopt});
     time_one(*cands[0].exe);  // warm-up: primitives made, weights reordered
     const double first = std::min(time_one(*cands[0].exe), time_one(*cands[0].exe));
     // Slow calls try the per-region plans only. Whole-graph nChw8c is left out: its
@@ -386,6 +492,8 @@ class CpuBackend final : public Backend {
       if (log)
         std::cerr << "[lathe.passes] layout tuning: skipped (one call takes " << first * 1e3
                   << " ms)\n";
+      cache.store(key, {0, 0, 0});
+      *outcome = "skipped, a slow call";
       return std::move(cands[0].exe);
     }
     std::unordered_set<std::string> seen{chosen.to_string()};
@@ -395,6 +503,7 @@ class CpuBackend final : public Backend {
       if (!seen.insert(g->to_string()).second) continue;  // the same plan as another
       Candidate c;
       c.name = cpu::layout_plan_name(p);
+      c.plan = p;
       c.exe = make_executable(graph, *g, constants);
       time_one(*c.exe);  // warm-up
       cands.push_back(std::move(c));
@@ -413,6 +522,12 @@ class CpuBackend final : public Backend {
                   << " ms";
       std::cerr << " -> " << cands[pick].name << "\n";
     }
+    const std::optional<cpu::LayoutPlan>& won = cands[pick].plan;
+    if (won)
+      cache.store(key, {1, static_cast<double>(won->block), won->per_region ? 1.0 : 0.0});
+    else
+      cache.store(key, {0, 0, 0});
+    *outcome = "measured, " + cands[pick].name;
     return std::move(cands[pick].exe);
   }
 };

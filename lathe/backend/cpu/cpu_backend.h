@@ -41,6 +41,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lathe/backend/backend.h"
@@ -81,6 +82,8 @@ struct PipelineInfo {
   // LATHE_CPU_BLOCK): other plans may run faster, so the backend times them on the whole graph.
   bool layout_measured = false;
   std::string layout;  // the plan taken, in words
+  // The wall time of each pass that ran, in pipeline order (LATHE_LOGS=passes' breakdown).
+  std::vector<std::pair<std::string, double>> pass_seconds;
 };
 std::unique_ptr<ir::Graph> run_passes(const ir::Graph& g, GraphConstants& constants,
                                       const std::vector<std::string>& disabled,

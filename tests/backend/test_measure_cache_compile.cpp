@@ -1,0 +1,134 @@
+// The measurement cache seen from compile: a cold compile stores the probes and the layout
+// tuning's winner, a warm one (a new process: nothing measured in memory) measures nothing and
+// computes what eager and the cold compile compute; with LATHE_CACHE=0 nothing is written.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "lathe/core/grad_mode.h"
+#include "lathe/kernels/compile_time.h"
+#include "lathe/kernels/dnnl_conv.h"
+#include "lathe/kernels/measure_cache.h"
+#include "lathe/models/registry.h"
+#include "lathe/trace/compile.h"
+#include "tests/models/small_models.h"
+
+using namespace lathe;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "lathe-compile-cache-test-XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+size_t count_files(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) ++n;
+  return n;
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
+  return m;
+}
+
+// A small mobilenet_v2 (depthwise convolutions: the layout is chosen by measurement and tuned),
+// compiled for inference and called once, as a new process would: nothing measured in memory.
+struct MobileNet {
+  MobileNet() : spec(test_models::small_model("mobilenet_v2", 5)) {
+    spec->module->eval();
+    models::InputOptions io;
+    io.image_size = 64;
+    in = models::default_inputs("mobilenet_v2", 1, 7, io);
+    NoGradGuard no_grad;
+    eager = spec->forward(in)[0];
+  }
+  Tensor compile_and_call() {
+    NoGradGuard no_grad;
+    lathe::detail::dnnl_forget_probes();
+    CompileOptions o;
+    o.backend = "cpu";
+    auto f = compile(spec->module, o);
+    return f(in)[0];
+  }
+  std::shared_ptr<models::ModelSpec> spec;
+  std::vector<Tensor> in;
+  Tensor eager;
+};
+
+TEST(MeasureCacheCompile, WarmCacheMeasuresNothingAndComputesTheSame) {
+  TempDir tmp;
+  ScopedEnv on("LATHE_CACHE", "1");
+  ScopedEnv dir("LATHE_CACHE_DIR", tmp.path.c_str());
+  ScopedEnv tuning("LATHE_CPU_LAYOUT_TUNING", "1");
+  MobileNet m;
+
+  const auto s0 = lathe::detail::measure_cache_stats();
+  const auto c0 = lathe::detail::compile_time_counters();
+  const Tensor cold = m.compile_and_call();
+  const auto s1 = lathe::detail::measure_cache_stats();
+  const auto c1 = lathe::detail::compile_time_counters();
+  ASSERT_GT((c1 - c0).probes, 0u) << "the cold compile measures its convolutions";
+  EXPECT_GT(s1.writes, s0.writes);
+  const size_t entries = count_files(tmp.path);
+  EXPECT_GT(entries, 0u);
+
+  const Tensor warm = m.compile_and_call();
+  const auto s2 = lathe::detail::measure_cache_stats();
+  EXPECT_EQ((lathe::detail::compile_time_counters() - c1).probes, 0u) << "nothing measured";
+  EXPECT_EQ(s2.writes, s1.writes) << "nothing new to store: the tuning's winner was cached too";
+  EXPECT_GT(s2.hits, s1.hits);
+  EXPECT_EQ(count_files(tmp.path), entries);
+
+  EXPECT_LT(max_rel_diff(cold, m.eager), 1e-4);
+  EXPECT_LT(max_rel_diff(warm, m.eager), 1e-4);
+  EXPECT_LT(max_rel_diff(warm, cold), 1e-5);
+}
+
+TEST(MeasureCacheCompile, TurnedOffWritesNothing) {
+  TempDir tmp;
+  ScopedEnv off("LATHE_CACHE", "0");
+  ScopedEnv dir("LATHE_CACHE_DIR", tmp.path.c_str());
+  MobileNet m;
+  const auto c0 = lathe::detail::compile_time_counters();
+  const Tensor got = m.compile_and_call();
+  EXPECT_GT((lathe::detail::compile_time_counters() - c0).probes, 0u);
+  EXPECT_LT(max_rel_diff(got, m.eager), 1e-4);
+  EXPECT_EQ(count_files(tmp.path), 0u);
+}
+
+}  // namespace
