@@ -13,6 +13,7 @@
 #include "lathe/ir/graph_recorder.h"
 #include "lathe/ir/structural.h"
 #include "lathe/kernels/elementwise.h"
+#include "lathe/lazy/block_pool.h"
 #include "lathe/lazy/executable_cache.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/lazy/lazy_value.h"
@@ -77,7 +78,7 @@ LazyContext& context() {
 }
 
 std::shared_ptr<LazyValue> device_data(Tensor buffer) {
-  auto v = std::make_shared<LazyValue>();
+  auto v = std::allocate_shared<LazyValue>(PoolAllocator<LazyValue>());
   v->kind = LazyValue::Kind::device_data;
   v->buffer = std::move(buffer);
   const TensorImpl& b = v->buffer.impl();
@@ -186,7 +187,7 @@ class LazyRecorder final
                                      std::vector<std::shared_ptr<LazyValue>>&& inputs,
                                      const Attrs& attrs,
                                      const std::vector<TensorMeta>& outputs) override {
-    auto node = std::make_shared<LazyNode>();
+    auto node = std::allocate_shared<LazyNode>(PoolAllocator<LazyNode>());
     node->op = &op;
     node->attrs = attrs;
     node->inputs = std::move(inputs);
@@ -215,7 +216,7 @@ class LazyRecorder final
     if (output == 0) {
       v = std::shared_ptr<LazyValue>(node, &node->output0);  // holds the node
     } else {
-      v = std::make_shared<LazyValue>();
+      v = std::allocate_shared<LazyValue>(PoolAllocator<LazyValue>());
       v->owner = node;
     }
     v->kind = LazyValue::Kind::output;
@@ -225,7 +226,7 @@ class LazyRecorder final
   }
   // A pending tensor shows the layout its kernel will give it (the recorder's output strides).
   Tensor make_tensor(TensorMeta&& m) override {
-    auto impl = std::make_shared<TensorImpl>();
+    auto impl = std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>());
     impl->sizes = std::move(m.sizes);  // add_node kept a copy for the graph
     impl->strides = std::move(m.strides);
     impl->offset = m.offset;
@@ -237,7 +238,7 @@ class LazyRecorder final
   // A written tensor stands for its buffer after the node's write; its data go until sync.
   void rebind_written(const Tensor& t, const std::shared_ptr<LazyNode>& node, int /*input*/,
                       const std::shared_ptr<LazyValue>& before, int /*returned_as*/) override {
-    auto w = std::make_shared<LazyValue>();
+    auto w = std::allocate_shared<LazyValue>(PoolAllocator<LazyValue>());
     w->kind = LazyValue::Kind::written;
     w->node = node.get();
     w->owner = node;
