@@ -183,20 +183,19 @@ class LazyRecorder final
     bind(t, v);
     return v;
   }
-  std::shared_ptr<LazyNode> add_node(const OpDef& op,
-                                     std::vector<std::shared_ptr<LazyValue>>&& inputs,
+  std::shared_ptr<LazyNode> add_node(const OpDef& op, std::span<std::shared_ptr<LazyValue>> inputs,
                                      const Attrs& attrs,
                                      const std::vector<TensorMeta>& outputs) override {
     auto node = std::allocate_shared<LazyNode>(PoolAllocator<LazyNode>());
     node->op = &op;
     node->attrs = attrs;
-    node->inputs = std::move(inputs);
+    node->inputs.assign_moved(inputs);
     node->seq = c_.next_seq++;
     hash_node(c_, *node, outputs);
     node->num_outputs = static_cast<int>(outputs.size());
     if (!outputs.empty()) {
       node->dtype0 = outputs[0].dtype;
-      node->sizes0 = outputs[0].sizes;
+      node->sizes0.assign(outputs[0].sizes);
       for (size_t i = 1; i < outputs.size(); ++i)
         node->more_outputs.emplace_back(outputs[i].dtype, outputs[i].sizes);
     }
@@ -399,7 +398,7 @@ BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
     for (int i = 0; i < n->num_outputs; ++i) {
       ir::ValueType t;
       t.dtype = i == 0 ? n->dtype0 : n->more_outputs[i - 1].first;
-      t.sizes = i == 0 ? n->sizes0 : n->more_outputs[i - 1].second;
+      t.sizes = i == 0 ? Shape(n->sizes0.begin(), n->sizes0.end()) : n->more_outputs[i - 1].second;
       types.push_back(std::move(t));
     }
     ir::Node* irn = b.graph->add_node(*n->op, std::move(ins), n->attrs, std::move(types));
