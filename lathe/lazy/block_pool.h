@@ -53,6 +53,11 @@ void* take_block() {
   if (FreeBlocks::Block* b = f.head) {
     f.head = b->next;
     f.count--;
+    // The block the next op takes: its lines start coming into cache now, while this op
+    // records (a list's blocks go cold while the previous call's executable runs).
+    if (f.head)
+      for (size_t at = 0; at < Size; at += 64)
+        __builtin_prefetch(reinterpret_cast<const char*>(f.head) + at, 1);
     return b;
   }
   return ::operator new(Size);
