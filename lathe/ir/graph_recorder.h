@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -28,7 +29,12 @@ class GraphRecorder {
   // results: new tensors without data, or for an in-place op its input itself.
   std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
                              std::vector<TensorMeta>&& metas) {
-    std::vector<Value> ins(inputs.size());
+    // The input values, on the stack for the usual few (add_node moves them into its node).
+    constexpr size_t kStackInputs = 8;
+    Value stack_ins[kStackInputs]{};
+    std::vector<Value> heap_ins;
+    if (inputs.size() > kStackInputs) heap_ins.resize(inputs.size());
+    std::span<Value> ins(inputs.size() > kStackInputs ? heap_ins.data() : stack_ins, inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].defined()) ins[i] = value_of(inputs[i]);
     // Views and rules that fix the layout (clone, dnnl ops) give strides; the rest get eager's
@@ -40,7 +46,7 @@ class GraphRecorder {
     }
     const bool returns_input0 =
         !metas.empty() && metas[0].is_view && !inputs.empty() && op.mutates(attrs, 0);
-    Node node = add_node(op, std::move(ins), attrs, metas);
+    Node node = add_node(op, ins, attrs, metas);
     std::vector<Tensor> out;
     out.reserve(metas.size());
     for (size_t i = 0; i < metas.size(); ++i) {
@@ -74,9 +80,9 @@ class GraphRecorder {
   virtual void bind(const Tensor& t, Value v) = 0;
   // A tensor the map does not know (a captured constant, device data): its new graph input.
   virtual Value lift(const Tensor& t) = 0;
-  // Adds the node (it keeps `inputs`: one value per op input, null for an undefined optional
-  // tensor); `outputs` are final (strides set for every output).
-  virtual Node add_node(const OpDef& op, std::vector<Value>&& inputs, const Attrs& attrs,
+  // Adds the node (it may move the values out of `inputs`: one per op input, null for an
+  // undefined optional tensor); `outputs` are final (strides set for every output).
+  virtual Node add_node(const OpDef& op, std::span<Value> inputs, const Attrs& attrs,
                         const std::vector<TensorMeta>& outputs) = 0;
   virtual const Value& input_value(const Node& node, int input) const = 0;
   virtual Value output_value(const Node& node, int output) = 0;

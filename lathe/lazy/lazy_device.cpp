@@ -13,6 +13,7 @@
 #include "lathe/ir/graph_recorder.h"
 #include "lathe/ir/structural.h"
 #include "lathe/kernels/elementwise.h"
+#include "lathe/lazy/block_pool.h"
 #include "lathe/lazy/executable_cache.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/lazy/lazy_value.h"
@@ -77,7 +78,7 @@ LazyContext& context() {
 }
 
 std::shared_ptr<LazyValue> device_data(Tensor buffer) {
-  auto v = std::make_shared<LazyValue>();
+  auto v = std::allocate_shared<LazyValue>(PoolAllocator<LazyValue>());
   v->kind = LazyValue::Kind::device_data;
   v->buffer = std::move(buffer);
   const TensorImpl& b = v->buffer.impl();
@@ -182,20 +183,19 @@ class LazyRecorder final
     bind(t, v);
     return v;
   }
-  std::shared_ptr<LazyNode> add_node(const OpDef& op,
-                                     std::vector<std::shared_ptr<LazyValue>>&& inputs,
+  std::shared_ptr<LazyNode> add_node(const OpDef& op, std::span<std::shared_ptr<LazyValue>> inputs,
                                      const Attrs& attrs,
                                      const std::vector<TensorMeta>& outputs) override {
-    auto node = std::make_shared<LazyNode>();
+    auto node = std::allocate_shared<LazyNode>(PoolAllocator<LazyNode>());
     node->op = &op;
     node->attrs = attrs;
-    node->inputs = std::move(inputs);
+    node->inputs.assign_moved(inputs);
     node->seq = c_.next_seq++;
     hash_node(c_, *node, outputs);
     node->num_outputs = static_cast<int>(outputs.size());
     if (!outputs.empty()) {
       node->dtype0 = outputs[0].dtype;
-      node->sizes0 = outputs[0].sizes;
+      node->sizes0.assign(outputs[0].sizes);
       for (size_t i = 1; i < outputs.size(); ++i)
         node->more_outputs.emplace_back(outputs[i].dtype, outputs[i].sizes);
     }
@@ -215,7 +215,7 @@ class LazyRecorder final
     if (output == 0) {
       v = std::shared_ptr<LazyValue>(node, &node->output0);  // holds the node
     } else {
-      v = std::make_shared<LazyValue>();
+      v = std::allocate_shared<LazyValue>(PoolAllocator<LazyValue>());
       v->owner = node;
     }
     v->kind = LazyValue::Kind::output;
@@ -225,7 +225,7 @@ class LazyRecorder final
   }
   // A pending tensor shows the layout its kernel will give it (the recorder's output strides).
   Tensor make_tensor(TensorMeta&& m) override {
-    auto impl = std::make_shared<TensorImpl>();
+    auto impl = std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>());
     impl->sizes = std::move(m.sizes);  // add_node kept a copy for the graph
     impl->strides = std::move(m.strides);
     impl->offset = m.offset;
@@ -237,7 +237,7 @@ class LazyRecorder final
   // A written tensor stands for its buffer after the node's write; its data go until sync.
   void rebind_written(const Tensor& t, const std::shared_ptr<LazyNode>& node, int /*input*/,
                       const std::shared_ptr<LazyValue>& before, int /*returned_as*/) override {
-    auto w = std::make_shared<LazyValue>();
+    auto w = std::allocate_shared<LazyValue>(PoolAllocator<LazyValue>());
     w->kind = LazyValue::Kind::written;
     w->node = node.get();
     w->owner = node;
@@ -398,7 +398,7 @@ BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
     for (int i = 0; i < n->num_outputs; ++i) {
       ir::ValueType t;
       t.dtype = i == 0 ? n->dtype0 : n->more_outputs[i - 1].first;
-      t.sizes = i == 0 ? n->sizes0 : n->more_outputs[i - 1].second;
+      t.sizes = i == 0 ? Shape(n->sizes0.begin(), n->sizes0.end()) : n->more_outputs[i - 1].second;
       types.push_back(std::move(t));
     }
     ir::Node* irn = b.graph->add_node(*n->op, std::move(ins), n->attrs, std::move(types));
@@ -421,13 +421,28 @@ std::unique_ptr<backend::Executable> compile_graph(LazyContext& c, const ir::Gra
   return exe;
 }
 
-// Runs the executable and turns the live pending tensors into device data.
+// Runs the executable and turns the live pending tensors into device data, which frees the
+// window's nodes.
 void run_and_bind(LazyContext& c, backend::Executable& exe, std::span<const Tensor> args,
-                  const std::vector<std::shared_ptr<TensorImpl>>& live) {
+                  const std::vector<std::shared_ptr<TensorImpl>>& live,
+                  const std::vector<const LazyNode*>& nodes) {
   auto t0 = Clock::now();
   std::vector<Tensor> results = exe.run(args, {});
   c.metrics.executions++;
   c.metrics.execute_s += seconds_since(t0);
+  // Freeing the nodes walks them input by input, one pointer after another, dropping a
+  // reference to each input value (parameters' values are shared by many calls' nodes), and the
+  // executable has just pushed all that out of cache. Asking for the lines first, from the flat
+  // list, lets the misses overlap instead of coming one at a time: the nodes, then their input
+  // values' blocks (a pooled value or node: its control block just before it).
+  auto prefetch_block = [](const void* object, size_t size) {
+    const char* block = static_cast<const char*>(object) - 16;
+    for (size_t at = 0; at < size + 16; at += 64) __builtin_prefetch(block + at, 1);
+  };
+  for (const LazyNode* n : nodes) prefetch_block(n, sizeof(LazyNode));
+  for (const LazyNode* n : nodes)
+    for (const auto& in : n->inputs)
+      if (in) prefetch_block(in.get(), 64);
   for (size_t i = 0; i < live.size(); ++i) {
     TensorImpl& impl = *live[i];
     const Tensor& r = results[i];
@@ -470,7 +485,7 @@ void sync_locked(LazyContext& c) {
     c.metrics.graph_nodes += static_cast<int64_t>(b.graph->num_nodes());
     c.metrics.cache_misses++;
     std::unique_ptr<backend::Executable> exe = compile_graph(c, *b.graph);
-    run_and_bind(c, *exe, b.args, live);
+    run_and_bind(c, *exe, b.args, live, nodes);
     return;
   }
   auto t1 = Clock::now();
@@ -500,7 +515,7 @@ void sync_locked(LazyContext& c) {
   std::vector<Tensor> args;
   args.reserve(entry->arg_slots.size());
   for (int slot : entry->arg_slots) args.push_back(c.window_args.at(slot));
-  run_and_bind(c, *entry->executable, args, live);
+  run_and_bind(c, *entry->executable, args, live, nodes);
 }
 
 void sync_hook() { lathe::sync(); }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lathe/core/tensor.h"
+#include "lathe/lazy/inline_vector.h"
 #include "lathe/ops/op_def.h"
 
 namespace lathe::lazy {
@@ -67,12 +68,13 @@ struct LazyNode {
   LazyNode() {}  // no zero-fill before the member initializers (see LazyValue())
   const OpDef* op = nullptr;
   Attrs attrs;  // the call's (copies share their items: no value is copied)
-  std::vector<std::shared_ptr<LazyValue>> inputs;  // nullptr for an undefined optional tensor
+  // nullptr for an undefined optional tensor; inline, as most ops take at most five inputs.
+  InlineVector<std::shared_ptr<LazyValue>, 5> inputs;
   // The output types (read when a cache miss builds the graph): output 0's inline, the others'
   // (multi-output ops) in more_outputs.
   int num_outputs = 0;
   DType dtype0 = DType::f32;
-  Shape sizes0;
+  InlineVector<Shape::value_type, 5> sizes0;  // inline: no allocation for up to five dims
   std::vector<std::pair<DType, Shape>> more_outputs;
   uint64_t seq = 0;     // recording order: nodes run in this order
   uint64_t window = 0;  // the recording window (the ops since a sync) it was recorded in

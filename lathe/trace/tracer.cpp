@@ -175,12 +175,13 @@ int Tracer::root_input(const ir::Value* v) const {
   return it == roots_.end() ? -1 : it->second;
 }
 
-ir::Node* Tracer::add_node(const OpDef& op, std::vector<ir::Value*>&& inputs, const Attrs& attrs,
+ir::Node* Tracer::add_node(const OpDef& op, std::span<ir::Value*> inputs, const Attrs& attrs,
                            const std::vector<TensorMeta>& outputs) {
   std::vector<ir::ValueType> types;
   types.reserve(outputs.size());
   for (const TensorMeta& m : outputs) types.push_back({m.dtype, m.device, m.sizes, m.strides});
-  ir::Node* node = graph_.add_node(op, std::move(inputs), attrs, std::move(types));
+  ir::Node* node = graph_.add_node(op, std::vector<ir::Value*>(inputs.begin(), inputs.end()), attrs,
+                                   std::move(types));
   if (!GradMode::is_enabled()) no_grad_nodes_.insert(node);
   return node;
 }

@@ -114,7 +114,7 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   ir::Value* find(const Tensor& t) const override;
   void bind(const Tensor& t, ir::Value* v) override { values_[t.impl_ptr().get()] = v; }
   ir::Value* lift(const Tensor& t) override;
-  ir::Node* add_node(const OpDef& op, std::vector<ir::Value*>&& inputs, const Attrs& attrs,
+  ir::Node* add_node(const OpDef& op, std::span<ir::Value*> inputs, const Attrs& attrs,
                      const std::vector<TensorMeta>& outputs) override;
   ir::Value* const& input_value(ir::Node* const& node, int input) const override {
     return node->inputs()[input];

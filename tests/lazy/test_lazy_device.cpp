@@ -114,6 +114,28 @@ TEST(LazyDevice, AnyOutputKeepsItsNodeAndInputsAlive) {
   }
 }
 
+TEST(LazyDevice, ManyInputsAndHighRankOutputsOnAMissAndAHit) {
+  // A node keeps up to five inputs and five dims of output 0's sizes inline, more on the heap:
+  // an op with seven inputs and a 6-d output records, builds its graph (miss) and replays (hit).
+  std::vector<Tensor> parts;
+  for (int i = 0; i < 7; ++i) parts.push_back(randn({2, 1, 3, 1, 2, 2}, 40 + i));
+  Tensor eager = relu(cat(parts, 1));
+  lazy::reset_metrics();
+  for (int call = 0; call < 2; ++call) {
+    std::vector<Tensor> lparts;
+    for (const Tensor& p : parts) lparts.push_back(p.to(Device::lazy()));
+    Tensor out = relu(cat(lparts, 1));
+    EXPECT_FALSE(has_data(out));
+    EXPECT_EQ(out.shape(), (std::vector<int64_t>{2, 7, 3, 1, 2, 2}));
+    EXPECT_TRUE(all_close(out.to(Device::cpu()), eager)) << "call " << call;
+  }
+  lazy::Metrics m = lazy::metrics();
+  EXPECT_EQ(m.ops_traced, 4);
+  EXPECT_EQ(m.graphs_built, 1);
+  EXPECT_EQ(m.graph_nodes, 2);
+  EXPECT_EQ(m.cache_hits, 1);
+}
+
 TEST(LazyDevice, MixingDevicesIsAClearError) {
   Tensor cpu = randn({2, 3}, 7);
   Tensor lz = randn({2, 3}, 8).to(Device::lazy());
