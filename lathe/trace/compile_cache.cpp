@@ -236,27 +236,29 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     eager_calls_.fetch_add(1, std::memory_order_relaxed);
     return fn_(args);
   }
-  using clock = std::chrono::steady_clock;
-  auto since = [](clock::time_point t) {
-    return std::chrono::duration<double>(clock::now() - t).count();
-  };
-  const auto start = clock::now();
+  const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<const CacheEntry> e = compile_entry(args);
   trace_lock.unlock();
-  if (!log_enabled(LogTopic::kPasses)) return run_entry(*e, args);
+  return run_first(*e, args,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+std::vector<Tensor> CompileCache::run_first(const CacheEntry& e, const std::vector<Arg>& args,
+                                            double compile_s) {
+  if (!log_enabled(LogTopic::kPasses)) return run_entry(e, args);
   // The first call's breakdown: the trace, the backend's compile (its own line has the details),
   // the first run (the executor's plan, oneDNN primitives created and weights reordered there).
-  const double compile_s = since(start);
   const detail::CompileTimeCounters before = detail::compile_time_counters();
-  const auto run_start = clock::now();
-  std::vector<Tensor> outs = run_entry(*e, args);
-  const double run_s = since(run_start);
+  const auto run_start = std::chrono::steady_clock::now();
+  std::vector<Tensor> outs = run_entry(e, args);
+  const double run_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   const detail::CompileTimeCounters d = detail::compile_time_counters() - before;
   log_message(
       LogTopic::kPasses,
       str("first call of '", options_.name, "': ", (compile_s + run_s) * 1e3,
-          " ms = trace and guards ", (compile_s - e->backend_compile_s) * 1e3,
-          " ms + backend compile ", e->backend_compile_s * 1e3, " ms + first run ", run_s * 1e3,
+          " ms = trace and guards ", (compile_s - e.backend_compile_s) * 1e3,
+          " ms + backend compile ", e.backend_compile_s * 1e3, " ms + first run ", run_s * 1e3,
           " ms (oneDNN primitives created ", d.primitive_s * 1e3, " ms (", d.primitives,
           "), weights reordered ", d.weight_reorder_s * 1e3, " ms (", d.weight_reorders, "))"));
   return outs;

@@ -105,6 +105,10 @@ class CompileCache {
   std::unique_ptr<CacheEntry> trace(const std::vector<Arg>& args, bool allow_auto_dynamic);
   // Runs entry e, beside eager for its first calls when verification is on.
   std::vector<Tensor> run_entry(const CacheEntry& e, const std::vector<Arg>& args);
+  // The first run of a new entry; with LATHE_LOGS=passes it also logs where the first call's time
+  // went (`compile_s`: trace and backend compile, measured by the caller).
+  std::vector<Tensor> run_first(const CacheEntry& e, const std::vector<Arg>& args,
+                                double compile_s);
   std::vector<DimChoice> dim_choices(size_t arg, const Tensor& t, bool allow_auto_dynamic) const;
   void update_auto_dynamic(const std::vector<Arg>& args);
   // True when the next trace makes some argument size a symbol (besides mark_dynamic).

@@ -21,6 +21,7 @@
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 #include "lathe/trace/compile.h"
+#include "tests/backend/backend_test_util.h"
 #include "tests/models/small_models.h"
 
 using namespace lathe;
@@ -32,14 +33,7 @@ Tensor rnd(const std::vector<int64_t>& shape, uint64_t seed) {
   return randn(to_shape(shape), DType::f32, &g);
 }
 
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
-  return m;
-}
+using lathe::testing::max_rel_diff;
 
 struct Built {
   std::unique_ptr<ir::Graph> g = std::make_unique<ir::Graph>();

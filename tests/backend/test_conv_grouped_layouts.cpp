@@ -8,6 +8,7 @@
 #include "lathe/core/random.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
+#include "tests/backend/backend_test_util.h"
 
 using namespace lathe;
 
@@ -18,14 +19,7 @@ Tensor rnd(const std::vector<int64_t>& shape, uint64_t seed) {
   return randn(to_shape(shape), DType::f32, &g);
 }
 
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
-  return m;
-}
+using lathe::testing::max_rel_diff;
 
 TEST(GroupedConv, FewChannelsPerGroupEqualsTheF64Reference) {
   for (bool channels_last : {true, false}) {

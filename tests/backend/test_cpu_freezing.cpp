@@ -18,6 +18,7 @@
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 #include "lathe/trace/compile.h"
+#include "tests/backend/backend_test_util.h"
 #include "tests/models/small_models.h"
 
 using namespace lathe;
@@ -34,14 +35,7 @@ Tensor positive(const std::vector<int64_t>& shape, uint64_t seed) {
   return rand(to_shape(shape), DType::f32, &g) + 0.5;
 }
 
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
-  return m;
-}
+using lathe::testing::max_rel_diff;
 
 // A graph under construction whose inputs are arguments or frozen constants.
 struct Built {
@@ -244,7 +238,9 @@ Built inverted_residual() {
   ir::Value* w1 = b.input(rnd({48, 16, 1, 1}, 2), true);
   ir::Value* w2 = b.input(rnd({48, 1, 3, 3}, 3), true);
   ir::Value* w3 = b.input(rnd({16, 48, 1, 1}, 4), true);
-  Attrs one{{"stride", Shape{1, 1}}, {"padding", Shape{0, 0}}, {"dilation", Shape{1, 1}},
+  Attrs one{{"stride", Shape{1, 1}},
+            {"padding", Shape{0, 0}},
+            {"dilation", Shape{1, 1}},
             {"groups", int64_t{1}}};
   ir::Value* y = b.node("relu", {b.node("conv2d", {x, w1, nullptr}, one)}, Attrs{});
   y = b.node("relu", {b.node("conv2d", {y, w2, nullptr}, conv_attrs(48))}, Attrs{});
@@ -253,9 +249,7 @@ Built inverted_residual() {
 }
 
 struct EnvGuard {
-  explicit EnvGuard(const char* name, const char* value) : name_(name) {
-    setenv(name, value, 1);
-  }
+  explicit EnvGuard(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
   ~EnvGuard() { unsetenv(name_); }
   const char* name_;
 };

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <string>
 
 #include "lathe/backend/backend.h"
@@ -19,6 +18,8 @@
 #include "lathe/kernels/dnnl_conv_dw.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
+#include "tests/backend/backend_test_util.h"
+#include "tests/test_env.h"
 
 using namespace lathe;
 
@@ -29,32 +30,9 @@ Tensor rnd(const std::vector<int64_t>& shape, uint64_t seed) {
   return randn(to_shape(shape), DType::f32, &g);
 }
 
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
-  return m;
-}
+using lathe::testing::max_rel_diff;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* e = std::getenv(name)) old_ = e;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using lathe::testing::ScopedEnv;
 
 struct Built {
   std::unique_ptr<ir::Graph> g = std::make_unique<ir::Graph>();

@@ -2,11 +2,8 @@
 // tuning's winner, a warm one (a new process: nothing measured in memory) measures nothing and
 // computes what eager and the cold compile compute; with LATHE_CACHE=0 nothing is written.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cmath>
-#include <filesystem>
-#include <optional>
 #include <string>
 
 #include "lathe/core/grad_mode.h"
@@ -15,56 +12,19 @@
 #include "lathe/kernels/measure_cache.h"
 #include "lathe/models/registry.h"
 #include "lathe/trace/compile.h"
+#include "tests/backend/backend_test_util.h"
 #include "tests/models/small_models.h"
+#include "tests/test_env.h"
 
 using namespace lathe;
 
 namespace {
 
-namespace fs = std::filesystem;
+using lathe::testing::count_files;
+using lathe::testing::ScopedEnv;
+using lathe::testing::TempDir;
 
-struct TempDir {
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "lathe-compile-cache-test-XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
-};
-
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-size_t count_files(const std::string& dir) {
-  size_t n = 0;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) ++n;
-  return n;
-}
-
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
-  return m;
-}
+using lathe::testing::max_rel_diff;
 
 // A small mobilenet_v2 (depthwise convolutions: the layout is chosen by measurement and tuned),
 // compiled for inference and called once, as a new process would: nothing measured in memory.

@@ -13,6 +13,7 @@
 #include "lathe/kernels/dnnl_conv.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
+#include "tests/backend/backend_test_util.h"
 
 using namespace lathe;
 
@@ -28,14 +29,7 @@ Tensor rnd(const std::vector<int64_t>& shape, uint64_t seed) {
 // differ by a few 1e-5 relative.
 constexpr double kTol = 1e-4;
 
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
-  return m;
-}
+using lathe::testing::max_rel_diff;
 
 struct Built {
   std::unique_ptr<ir::Graph> g = std::make_unique<ir::Graph>();
@@ -433,8 +427,10 @@ TEST(PlanLayoutsPass, ConvertsExactlyTheGivenConvolutions) {
   const std::vector<Case> cases{
       // The middle one: its input is its residual too, reordered once.
       {{1}, {"conv2d_fused", "to_blocked", "conv2d_blocked", "from_blocked", "conv2d_fused"}, 1, 1},
-      {{0, 1}, {"to_blocked", "conv2d_blocked", "conv2d_blocked", "from_blocked", "conv2d_fused"},
-       1, 1},
+      {{0, 1},
+       {"to_blocked", "conv2d_blocked", "conv2d_blocked", "from_blocked", "conv2d_fused"},
+       1,
+       1},
       {{2}, {"conv2d_fused", "conv2d_fused", "to_blocked", "conv2d_blocked", "from_blocked"}, 1, 1},
       {{}, {"conv2d_fused", "conv2d_fused", "conv2d_fused"}, 0, 0},
   };
@@ -490,9 +486,9 @@ TEST(PlanLayoutsPass, AFirstConvolutionWritesTheBlockedLayoutItself) {
     std::unordered_set<const ir::Node*> rest{convs[1], convs[2]};
     backend::cpu::PlanLayoutsStats s;
     auto out = backend::cpu::plan_layouts(*b.g, &s, B, false, nullptr, &rest);
-    EXPECT_EQ(op_names(*out), (std::vector<std::string>{"conv2d_fused", "to_blocked",
-                                                        "conv2d_blocked", "conv2d_blocked",
-                                                        "from_blocked"}));
+    EXPECT_EQ(op_names(*out),
+              (std::vector<std::string>{"conv2d_fused", "to_blocked", "conv2d_blocked",
+                                        "conv2d_blocked", "from_blocked"}));
     EXPECT_EQ(s.blocked_stems, 0);
     EXPECT_LT(max_rel_diff(run(*out, b.inputs)[0], want), kTol) << B;
   }
@@ -502,8 +498,8 @@ TEST(PlanLayoutsPass, AFirstConvolutionWritesTheBlockedLayoutItself) {
 TEST(BlockedLayoutOps, APlainInputNeedsTheBlockAttribute) {
   const OpDef& def = OpRegistry::global().get("conv2d_blocked");
   Tensor x = rnd({1, 3, 8, 8}, 1), w = rnd({16, 3, 3, 3}, 2);
-  Attrs a{{"stride", Shape{1, 1}}, {"padding", Shape{1, 1}}, {"dilation", Shape{1, 1}},
-          {"groups", int64_t{1}},  {"act", std::string("none")}, {"act_min", 0.0},
+  Attrs a{{"stride", Shape{1, 1}}, {"padding", Shape{1, 1}},      {"dilation", Shape{1, 1}},
+          {"groups", int64_t{1}},  {"act", std::string("none")},  {"act_min", 0.0},
           {"act_max", 0.0},        {"act2", std::string("none")}, {"act2_min", 0.0},
           {"act2_max", 0.0}};
   std::vector<Tensor> in{x, w, Tensor(), Tensor()};
@@ -525,7 +521,9 @@ TEST(PlanLayoutsPass, LoneConvolutionsBetweenTrainingBatchNormsKeepTheirResults)
   ir::Value* mean = b.input(zeros(to_shape({16})));
   ir::Value* var = b.input(ones(to_shape({16})));
   auto conv = [&](ir::Value* in, ir::Value* w, int64_t groups, int64_t pad) {
-    Attrs a{{"stride", Shape{1, 1}}, {"padding", Shape{pad, pad}}, {"dilation", Shape{1, 1}},
+    Attrs a{{"stride", Shape{1, 1}},
+            {"padding", Shape{pad, pad}},
+            {"dilation", Shape{1, 1}},
             {"groups", groups}};
     const OpDef& def = OpRegistry::global().get("conv2d");
     std::vector<ir::Value*> ins{in, w, nullptr};
