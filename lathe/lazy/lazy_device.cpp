@@ -196,8 +196,9 @@ class LazyRecorder final
     if (!outputs.empty()) {
       node->dtype0 = outputs[0].dtype;
       node->sizes0.assign(outputs[0].sizes);
+      node->strides0.assign(outputs[0].strides);
       for (size_t i = 1; i < outputs.size(); ++i)
-        node->more_outputs.emplace_back(outputs[i].dtype, outputs[i].sizes);
+        node->more_outputs.push_back({outputs[i].dtype, outputs[i].sizes, outputs[i].strides});
     }
     node->window = c_.window;
     node->pos = static_cast<int>(c_.window_ops.size());
@@ -397,8 +398,16 @@ BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
     std::vector<ir::ValueType> types;
     for (int i = 0; i < n->num_outputs; ++i) {
       ir::ValueType t;
-      t.dtype = i == 0 ? n->dtype0 : n->more_outputs[i - 1].first;
-      t.sizes = i == 0 ? Shape(n->sizes0.begin(), n->sizes0.end()) : n->more_outputs[i - 1].second;
+      if (i == 0) {
+        t.dtype = n->dtype0;
+        t.sizes = Shape(n->sizes0.begin(), n->sizes0.end());
+        t.strides = Shape(n->strides0.begin(), n->strides0.end());
+      } else {
+        const LazyNode::OutputType& o = n->more_outputs[i - 1];
+        t.dtype = o.dtype;
+        t.sizes = o.sizes;
+        t.strides = o.strides;
+      }
       types.push_back(std::move(t));
     }
     ir::Node* irn = b.graph->add_node(*n->op, std::move(ins), n->attrs, std::move(types));

@@ -71,11 +71,18 @@ struct LazyNode {
   // nullptr for an undefined optional tensor; inline, as most ops take at most five inputs.
   InlineVector<std::shared_ptr<LazyValue>, 5> inputs;
   // The output types (read when a cache miss builds the graph): output 0's inline, the others'
-  // (multi-output ops) in more_outputs.
+  // (multi-output ops) in more_outputs. Strides are the recorder's (eager's layout rule, or the
+  // view's): the graph carries them, so the backend sees what the program sees (a reshape of a
+  // channels-last value is a copy, not a view) and may re-lay only what the program cannot see.
+  struct OutputType {
+    DType dtype;
+    Shape sizes, strides;
+  };
   int num_outputs = 0;
   DType dtype0 = DType::f32;
   InlineVector<Shape::value_type, 5> sizes0;  // inline: no allocation for up to five dims
-  std::vector<std::pair<DType, Shape>> more_outputs;
+  InlineVector<Shape::value_type, 5> strides0;
+  std::vector<OutputType> more_outputs;
   uint64_t seq = 0;     // recording order: nodes run in this order
   uint64_t window = 0;  // the recording window (the ops since a sync) it was recorded in
   int pos = 0;          // its position in that window
