@@ -39,7 +39,7 @@ struct LazyValue final : TensorExtension {
   int slot = -1;
   // device_data: the hash of the buffer's dtype, sizes and strides, computed once when the value
   // is made (`buffer` never changes): recording hashes this word instead of walking the buffer's
-  // metadata, which is cold in cache after a call has run (docs/benchmarks.md, session 9).
+  // metadata, which is cold in cache after a call has run (docs/history/, session 9).
   uint64_t type_digest = 0;
   // The version counter autograd sees (lazy_version): a root value (device data or a node's
   // output) starts at its buffer's storage version (0 for an output) and counts the in-place

@@ -331,7 +331,7 @@ std::string Program::to_string() const {
         os << "relu_(" << v(s.a) << ")";
         break;
       case OpKind::kFactory:
-        os << "full({" << d << "}, " << s.s << ")";
+        os << "full({" << d << "}, " << s.s << ")  /* on arg0's device */";
         break;
     }
     os << ";\n";
@@ -447,6 +447,8 @@ std::vector<Tensor> run_program(const Program& p, nn::Module& m, const std::vect
       }
       case OpKind::kFactory:
         r = full({p.d}, s.s);
+        // On the arguments' device (the lazy device in the fuzzer's lazy variant).
+        if (in[0].device() != Device::cpu()) r = r.to(in[0].device());
         break;
     }
     v.push_back(r);

@@ -4,6 +4,9 @@
 // run eagerly and through compiled functions (default options, kStatic, kDynamic); outputs
 // (values, shapes, strides), arguments written in place and the module's parameters and buffers
 // must match eager after every call, and a call must fail compiled exactly when it fails eagerly.
+// The same programs and calls also run on the lazy device ("trace every time": the module and the
+// arguments moved there, one sync per call), with arguments of every layout (transposed, sliced)
+// even where the compiled variants keep them contiguous (issue 11), against eager.
 //
 //   LATHE_FUZZ_SEED=<n>     base seed (case i uses seed n + i; default 20261203)
 //   LATHE_FUZZ_CASES=<n>    number of cases (default 600: 20-40 s on 2 shared cores)
@@ -23,6 +26,7 @@
 #include <sstream>
 
 #include "lathe/core/random.h"
+#include "lathe/lazy/lazy.h"
 #include "lathe/ops/ops.h"
 #include "lathe/trace/compile.h"
 
@@ -53,9 +57,16 @@ const char* event_string(Event e) {
 
 enum class Layout { kContiguous, kTransposed, kSliced };
 
+std::string layout_name(Layout l) {
+  return l == Layout::kTransposed ? "transposed storage"
+         : l == Layout::kSliced   ? "sliced with step 2"
+                                  : "contiguous";
+}
+
 struct Call {
   int64_t b = 2, s = 3;
   Layout layout = Layout::kContiguous;
+  Layout lazy_layout = Layout::kContiguous;  // arg0's layout on the lazy device (unrestricted)
   bool alias = false;  // arg1 is arg0 (when both are [B,S,D])
   Event event = Event::kNone;
   uint64_t seed = 0;
@@ -65,13 +76,14 @@ struct Call {
        << (layout == Layout::kTransposed ? " (transposed storage)"
            : layout == Layout::kSliced   ? " (sliced with step 2)"
                                          : "")
+       << (lazy_layout != layout ? " (on the lazy device: " + layout_name(lazy_layout) + ")" : "")
        << ", " << (alias ? "arg1 is arg0" : "arg1 separate");
     return os.str();
   }
 };
 
 // The compiled variants every call runs through, beside eager.
-enum class Variant { kDefault, kStatic, kDynamic, kLambda };
+enum class Variant { kDefault, kStatic, kDynamic, kLambda, kLazy };
 const char* variant_name(Variant v) {
   switch (v) {
     case Variant::kDefault:
@@ -82,34 +94,39 @@ const char* variant_name(Variant v) {
       return "compile(module, kDynamic)";
     case Variant::kLambda:
       return "compile([m](x) { return m->forward_all(x); })";
+    case Variant::kLazy:
+      return "lazy device: m.to(Device::lazy()), arguments moved there, sync()";
   }
   return "?";
 }
 
-Tensor random_arg(const std::vector<int64_t>& shape, Layout layout, uint64_t seed) {
+// The argument's storage is made on the CPU and moved to `device` before the view is taken, so
+// an argument on the lazy device has the layout of the CPU one (a view of device data).
+Tensor random_arg(const std::vector<int64_t>& shape, Layout layout, uint64_t seed,
+                  Device device = Device::cpu()) {
   Generator g(seed);
   switch (layout) {
     case Layout::kContiguous:
-      return randn(to_shape(shape), DType::f32, &g);
+      return randn(to_shape(shape), DType::f32, &g).to(device);
     case Layout::kTransposed: {
       std::vector<int64_t> t = shape;
       std::swap(t[t.size() - 1], t[t.size() - 2]);
-      return randn(to_shape(t), DType::f32, &g).transpose(-1, -2);
+      return randn(to_shape(t), DType::f32, &g).to(device).transpose(-1, -2);
     }
     case Layout::kSliced: {
       std::vector<int64_t> t = shape;
       t.back() *= 2;
-      return randn(to_shape(t), DType::f32, &g).slice(-1, 0, t.back(), 2);
+      return randn(to_shape(t), DType::f32, &g).to(device).slice(-1, 0, t.back(), 2);
     }
   }
   return {};
 }
 
-std::vector<Tensor> make_args(const Program& p, const Call& c) {
-  Tensor a0 = random_arg({c.b, c.s, p.d}, c.layout, c.seed);
-  if (p.arg1_broadcast) return {a0, random_arg({p.d}, Layout::kContiguous, c.seed + 1)};
+std::vector<Tensor> make_args(const Program& p, const Call& c, Device device = Device::cpu()) {
+  Tensor a0 = random_arg({c.b, c.s, p.d}, c.layout, c.seed, device);
+  if (p.arg1_broadcast) return {a0, random_arg({p.d}, Layout::kContiguous, c.seed + 1, device)};
   if (c.alias) return {a0, a0};
-  return {a0, random_arg({c.b, c.s, p.d}, Layout::kContiguous, c.seed + 1)};
+  return {a0, random_arg({c.b, c.s, p.d}, Layout::kContiguous, c.seed + 1, device)};
 }
 
 void apply_event(nn::Module& m, const Call& c, int64_t d) {
@@ -181,6 +198,10 @@ World make_world(const std::shared_ptr<const Program>& p, uint64_t seed, std::op
   World w;
   w.module = nn::make<FuzzModule>(p, seed);
   if (!v) return w;
+  if (*v == Variant::kLazy) {
+    w.module->to(Device::lazy());
+    return w;
+  }
   CompileOptions o;
   o.name = "fuzz";
   if (*v == Variant::kStatic) o.dynamic = DynamicPolicy::kStatic;
@@ -208,11 +229,15 @@ std::optional<std::string> run_variant(const Program& program, const std::vector
   World eager = make_world(p, seed, std::nullopt);
   World comp = make_world(p, seed, variant);
   for (size_t i = 0; i < calls.size(); ++i) {
-    const Call& c = calls[i];
+    Call c = calls[i];
+    if (variant == Variant::kLazy) c.layout = c.lazy_layout;
     const std::string where = "call " + std::to_string(i) + " (" + variant_name(variant) + "): ";
     apply_event(*eager.module, c, program.d);
     apply_event(*comp.module, c, program.d);
-    std::vector<Tensor> ea = make_args(program, c), ca = make_args(program, c);
+    const bool lazy = variant == Variant::kLazy;
+    if (lazy) comp.module->to(Device::lazy());  // a swapped-in child is made on the CPU
+    std::vector<Tensor> ea = make_args(program, c),
+                        ca = make_args(program, c, lazy ? Device::lazy() : Device::cpu());
     // Item 5: under kDynamic, D (the last dim, pinned by matmul/linear/reshape) is a symbol that
     // is specialized after views recorded types with it; keep it static unless enabled.
     if (variant == Variant::kDynamic && !features.count(Feature::kDynamicLastDim))
@@ -225,7 +250,12 @@ std::optional<std::string> run_variant(const Program& program, const std::vector
       eerr = e.what();
     }
     try {
-      co = (*comp.fn)(ca);
+      if (lazy) {
+        co = comp.module->forward_all(ca);
+        lathe::sync();
+      } else {
+        co = (*comp.fn)(ca);
+      }
     } catch (const std::exception& e) {
       cerr = e.what();
     }
@@ -264,6 +294,7 @@ std::vector<Variant> variants_for(const Program& p, const std::set<Feature>& fea
   if (!has_step(p, OpKind::kConvBlock) || features.count(Feature::kDynamicTrainBn))
     v.push_back(Variant::kDynamic);
   if (features.count(Feature::kLambdaModule)) v.push_back(Variant::kLambda);
+  v.push_back(Variant::kLazy);
   return v;
 }
 
@@ -292,6 +323,7 @@ std::vector<Call> generate_calls(std::mt19937_64& rng, const Program& p,
     c.b = i == 0 ? u(2, 3) : sizes[u(0, sizes.size() - 1)];
     c.s = i == 0 ? u(3, 4) : (u(0, 2) == 0 ? calls[i - 1].s : sizes[u(0, sizes.size() - 1)]);
     c.layout = static_cast<Layout>(u(0, 2));
+    c.lazy_layout = c.layout;
     // reshape_non_contiguous off: flatten programs get contiguous arguments only.
     if (has_step(p, OpKind::kFlatten) && !features.count(Feature::kReshapeNonContiguous))
       c.layout = Layout::kContiguous;
