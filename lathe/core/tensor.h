@@ -38,6 +38,10 @@ struct TensorImpl {
   DType dtype = DType::f32;
   Device device;
   bool requires_grad = false;
+  // A module's parameter or buffer that Module::to moved onto its device: state that lives
+  // there across calls, which the lazy device may freeze into its executables (lathe/lazy/
+  // freezing.h: a constant of the compiled graph, guarded by its storage and version).
+  bool module_state = false;
   // Upper layers' state by TensorSlot (see TensorExtension); null when a layer keeps none.
   std::shared_ptr<TensorExtension> extensions[static_cast<int>(TensorSlot::count)];
 

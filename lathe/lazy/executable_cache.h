@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lathe/backend/backend.h"
+#include "lathe/lazy/freezing.h"
 #include "lathe/ops/op_def.h"
 
 namespace lathe::lazy {
@@ -22,6 +23,9 @@ class ExecutableCache {
     std::vector<const OpDef*> ops;  // the op recorded at each position of the window
     std::vector<int> arg_slots;     // graph input i is the window's device data slot i
     std::unique_ptr<backend::Executable> executable;
+    // Freezing the module state the graph reads (null: the backend uses no constants); mutable:
+    // each run of a found entry steps it.
+    mutable std::unique_ptr<FreezeState> freeze;
   };
   struct Lookup {
     const Entry* entry = nullptr;  // nullptr on a miss

@@ -38,6 +38,8 @@ struct Metrics {
   int64_t hash_collisions = 0;  // a miss in a bucket holding other entries
   int64_t compiles = 0;         // backend compiles
   int64_t executions = 0;       // executable runs
+  int64_t freezes = 0;          // frozen variants compiled (module state as constants)
+  int64_t freezes_dropped = 0;  // frozen variants dropped: the state they froze changed
   int64_t transfers_to_device = 0;
   int64_t transfers_from_device = 0;
   int64_t bytes_to_device = 0;    // Tensor::to(Device::lazy()) copies from the CPU

@@ -15,6 +15,7 @@
 #include "lathe/kernels/elementwise.h"
 #include "lathe/lazy/block_pool.h"
 #include "lathe/lazy/executable_cache.h"
+#include "lathe/lazy/freezing.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/lazy/lazy_value.h"
 #include "lathe/ops/register.h"
@@ -180,6 +181,7 @@ class LazyRecorder final
       return device_data(copy_of(t));
     }
     auto v = device_data(lathe::detail::device_buffer(t));  // device data, first use as input
+    v->module_state = t.impl().module_state;
     bind(t, v);
     return v;
   }
@@ -368,6 +370,7 @@ struct BuiltGraph {
   std::unique_ptr<ir::Graph> graph;
   std::vector<Tensor> args;    // the input buffers
   std::vector<int> arg_slots;  // their window slots
+  std::vector<bool> module_state;  // per input: a module's state on the device (freezing.h)
 };
 
 BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
@@ -388,6 +391,7 @@ BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
     ir::Value* iv = b.graph->add_input(ir::ValueType::of(root->buffer), src);
     b.args.push_back(root->buffer);
     b.arg_slots.push_back(root->slot);
+    b.module_state.push_back(root->module_state);
     values.emplace(k, iv);
     return iv;
   };
@@ -420,14 +424,40 @@ BuiltGraph build_graph(const std::vector<const LazyNode*>& nodes,
   return b;
 }
 
-std::unique_ptr<backend::Executable> compile_graph(LazyContext& c, const ir::Graph& graph) {
+std::unique_ptr<backend::Executable> compile_graph(LazyContext& c, const ir::Graph& graph,
+                                                   const backend::CompileContext& context = {}) {
   auto t0 = Clock::now();
   if (!c.backend) c.backend = backend::create_backend(c.backend_name);
-  std::unique_ptr<backend::Executable> exe = c.backend->compile(graph);
+  std::unique_ptr<backend::Executable> exe = c.backend->compile_with_context(graph, context);
   c.metrics.compiles++;
   c.metrics.compile_s += seconds_since(t0);
   c.last_graph = graph.to_string();
   return exe;
+}
+
+// The executable to run: the entry's frozen one while the module state it froze is unchanged,
+// compiled on the second call that sees the same state (freezing.h); else `exe`.
+backend::Executable* frozen_or(LazyContext& c, FreezeState& s, backend::Executable* exe,
+                               std::span<const Tensor> args,
+                               const std::vector<const LazyNode*>& nodes,
+                               const std::vector<std::shared_ptr<TensorImpl>>& live) {
+  switch (freeze_step(s, args)) {
+    case FreezeStep::use_unfrozen:
+      return exe;
+    case FreezeStep::use_frozen:
+      return s.executable.get();
+    case FreezeStep::dropped:
+      c.metrics.freezes_dropped++;
+      return exe;
+    case FreezeStep::compile_frozen:
+      break;
+  }
+  BuiltGraph b = build_graph(nodes, live);
+  c.metrics.graphs_built++;
+  c.metrics.graph_nodes += static_cast<int64_t>(b.graph->num_nodes());
+  s.executable = compile_graph(c, *b.graph, freeze_context(s, args));
+  c.metrics.freezes++;
+  return s.executable.get();
 }
 
 // Runs the executable and turns the live pending tensors into device data, which frees the
@@ -519,12 +549,16 @@ void sync_locked(LazyContext& c) {
     e.ops = c.window_ops;
     e.arg_slots = std::move(b.arg_slots);
     e.executable = compile_graph(c, *b.graph);
+    if (c.backend->uses_constants())
+      e.freeze = std::make_unique<FreezeState>(freeze_candidates(*b.graph, b.module_state));
     entry = &c.cache.insert(bucket, std::move(e));
   }
   std::vector<Tensor> args;
   args.reserve(entry->arg_slots.size());
   for (int slot : entry->arg_slots) args.push_back(c.window_args.at(slot));
-  run_and_bind(c, *entry->executable, args, live, nodes);
+  backend::Executable* exe = entry->executable.get();
+  if (entry->freeze) exe = frozen_or(c, *entry->freeze, exe, args, nodes, live);
+  run_and_bind(c, *exe, args, live, nodes);
 }
 
 void sync_hook() { lathe::sync(); }

@@ -46,6 +46,9 @@ struct LazyValue final : TensorExtension {
   // writes recorded into it since, before they run.
   uint64_t base_version = 0;
   uint64_t writes = 0;
+  // device_data: the tensor it was lifted from is a module's state on the device
+  // (TensorImpl::module_state), which a graph that writes nothing may freeze.
+  bool module_state = false;
 
   // The value whose buffer this is (itself unless written).
   const LazyValue* root() const { return kind == Kind::written ? base.get() : this; }

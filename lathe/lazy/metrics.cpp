@@ -17,6 +17,8 @@ std::string Metrics::to_string() const {
   line("hash_collisions", hash_collisions);
   line("compiles", compiles);
   line("executions", executions);
+  line("freezes", freezes);
+  line("freezes_dropped", freezes_dropped);
   line("transfers_to_device", transfers_to_device);
   line("transfers_from_device", transfers_from_device);
   line("bytes_to_device", bytes_to_device);

@@ -185,6 +185,7 @@ Module& Module::to(Device device) {
     if (!t.defined() || t.device() == device) return;
     Tensor moved = t.to(device);
     moved.set_requires_grad(t.requires_grad());
+    moved.impl().module_state = device.kind() != DeviceKind::cpu;
     t.impl() = moved.impl();  // same handle, new contents
     ++m.structure_version_;
   };

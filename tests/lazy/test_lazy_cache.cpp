@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "lathe/ir/graph.h"
+#include "lathe/lazy/freezing.h"
 #include "lathe/lazy/lazy.h"
+#include "lathe/core/grad_mode.h"
 #include "lathe/models/registry.h"
 #include "lathe/ops/ops.h"
 #include "lazy_test_util.h"
@@ -45,31 +47,82 @@ TEST(LazyCache, SecondIterationTracesButDoesNotCompile) {
   EXPECT_EQ(m1.compiles, 1);
   EXPECT_EQ(m1.executions, 1);
 
+  // The second call hits, with the module's state unchanged: the entry's frozen variant (the
+  // parameters and buffers as constants, lathe/lazy/freezing.h) is built and compiled once.
   Tensor out2 = spec->forward({image(2, 2).to(Device::lazy())})[0].to(Device::cpu());
   lazy::Metrics m2 = lazy::metrics();
   EXPECT_EQ(m2.ops_traced, 2 * m1.ops_traced);  // traced again, every op
-  EXPECT_EQ(m2.graphs_built, 1);  // a hit is found by the hash recording computed: no graph
   EXPECT_EQ(m2.graph_hashes, 2);
   EXPECT_EQ(m2.cache_hits, 1);
   EXPECT_EQ(m2.cache_misses, 1);
-  EXPECT_EQ(m2.compiles, 1);  // not compiled again
+  EXPECT_EQ(m2.freezes, 1);
+  EXPECT_EQ(m2.graphs_built, 2);
+  EXPECT_EQ(m2.compiles, 2);
   EXPECT_EQ(m2.executions, 2);
   EXPECT_EQ(lazy::cache_size(), 1u);
   EXPECT_FALSE(all_close(out1, out2));  // different inputs, different results
 
-  // A new batch size is a new graph: compiled once, then hit.
+  // From the third call on, neither a graph nor a compile: the hash finds the entry.
+  Tensor out3 = spec->forward({image(2, 1).to(Device::lazy())})[0].to(Device::cpu());
+  lazy::Metrics m3 = lazy::metrics();
+  EXPECT_EQ(m3.ops_traced, 3 * m1.ops_traced);
+  EXPECT_EQ(m3.graphs_built, 2);  // a hit is found by the hash recording computed: no graph
+  EXPECT_EQ(m3.compiles, 2);      // not compiled again
+  EXPECT_EQ(m3.cache_hits, 2);
+  EXPECT_TRUE(all_close(out3, out1, 1e-4, 1e-4));  // folded batch norm: rounding differs
+
+  // A new batch size is a new graph: compiled once, frozen at its second call, then hit.
   spec->forward({image(3, 3).to(Device::lazy())})[0].to(Device::cpu());
   spec->forward({image(3, 4).to(Device::lazy())})[0].to(Device::cpu());
-  lazy::Metrics m3 = lazy::metrics();
-  EXPECT_EQ(m3.compiles, 2);
-  EXPECT_EQ(m3.cache_misses, 2);
-  EXPECT_EQ(m3.cache_hits, 2);
-  EXPECT_EQ(m3.hash_collisions, 0);
+  spec->forward({image(3, 5).to(Device::lazy())})[0].to(Device::cpu());
+  lazy::Metrics m4 = lazy::metrics();
+  EXPECT_EQ(m4.compiles, 4);
+  EXPECT_EQ(m4.freezes, 2);
+  EXPECT_EQ(m4.cache_misses, 2);
+  EXPECT_EQ(m4.cache_hits, 4);
+  EXPECT_EQ(m4.hash_collisions, 0);
   EXPECT_EQ(lazy::cache_size(), 2u);
-  EXPECT_GT(m3.trace_s, 0);
-  EXPECT_GT(m3.compile_s, 0);
-  EXPECT_GT(m3.execute_s, 0);
-  EXPECT_NE(m3.to_string().find("compiles: 2"), std::string::npos) << m3.to_string();
+  EXPECT_GT(m4.trace_s, 0);
+  EXPECT_GT(m4.compile_s, 0);
+  EXPECT_GT(m4.execute_s, 0);
+  EXPECT_NE(m4.to_string().find("compiles: 4"), std::string::npos) << m4.to_string();
+}
+
+TEST(LazyCache, FrozenVariantFollowsTheModuleState) {
+  // Frozen parameters are guarded by their storage and version: an in-place update drops the
+  // frozen variant (the result follows the update at once), a repeated state freezes again, and
+  // an entry whose state keeps changing stops freezing.
+  auto spec = small_resnet18(), ref = small_resnet18();
+  spec->module->eval();
+  ref->module->eval();
+  spec->module->to(Device::lazy());
+  lazy::clear_cache();
+  lazy::reset_metrics();
+  Tensor x = image(2, 7);
+  Tensor lx = x.to(Device::lazy());
+  auto check = [&](const char* when) {
+    Tensor got = spec->forward({lx})[0].to(Device::cpu());
+    EXPECT_TRUE(all_close(got, ref->forward({x})[0], 1e-4, 1e-4)) << when;
+  };
+  check("first call");
+  check("second call (freezes)");
+  check("third call (frozen)");
+  EXPECT_EQ(lazy::metrics().freezes, 1);
+  Tensor w = spec->module->named_parameters().front().second;
+  Tensor rw = ref->module->named_parameters().front().second;
+  for (int round = 0; round < 3; ++round) {
+    {
+      NoGradGuard no_grad;
+      mul_(w, 0.5);
+      mul_(rw, 0.5);
+    }
+    lathe::sync();  // the update runs in a window of its own (a graph that writes: no freezing)
+    check("after an in-place update");
+    check("the same state again");
+  }
+  lazy::Metrics m = lazy::metrics();
+  EXPECT_EQ(m.freezes_dropped, lazy::kMaxFreezeDrops);
+  EXPECT_EQ(m.freezes, lazy::kMaxFreezeDrops);  // refrozen after the first drop only
 }
 
 TEST(LazyCache, HashCollisionsAreHarmless) {
