@@ -1,6 +1,6 @@
-// The lazy device runtime: the dispatch that records ops (hashing them as it goes), sync()
+// The lazy device runtime: the dispatch that records ops (hashing them as it goes), and sync()
 // that looks the recorded window up by that hash and runs its executable (building and compiling
-// a graph only on a miss), and transfers between the CPU and the device.
+// a graph only on a miss). The public functions and the transfers are in lazy_api.cpp.
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -17,65 +17,31 @@
 #include "lathe/lazy/executable_cache.h"
 #include "lathe/lazy/freezing.h"
 #include "lathe/lazy/lazy.h"
+#include "lathe/lazy/lazy_context.h"
 #include "lathe/lazy/lazy_value.h"
 #include "lathe/ops/register.h"
 #include "lathe/ops/shape_util.h"
 
 namespace lathe::lazy {
+
+LazyContext& context() {
+  static LazyContext* c = new LazyContext();  // never destroyed: tensors may outlive statics
+  return *c;
+}
+
+// A copy with the same memory order (dense tensors) or row-major.
+Tensor copy_of(const Tensor& t) {
+  Tensor out = empty_like(t);
+  kernels::copy(out, t);
+  return out;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Metrics::trace_s times one recorded op in kTimedEvery and counts it kTimedEvery times: the ops
-// at window positions congruent to the window's timing phase, drawn per window from its number
-// (splitmix64), so every position is timed equally often whatever the pattern of syncs, and the
-// sum estimates the recording time without bias. A model called again and again (the lazy loop)
-// gets its mean recording time; a single short window's figure is rough.
-constexpr size_t kTimedEvery = 8;
-
-size_t timing_phase(uint64_t window) {
-  uint64_t x = window + 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return static_cast<size_t>((x ^ (x >> 31)) % kTimedEvery);
-}
-
-// All lazy state; one per process, guarded by `mu` (ops may be recorded from any thread).
-struct LazyContext {
-  std::mutex mu;
-  uint64_t next_seq = 0;
-  // Tensors made pending since the last sync (weak: dead ones are not computed).
-  std::vector<std::weak_ptr<TensorImpl>> pending;
-  // Nodes writing into an input since the last sync: they run even when no live tensor needs
-  // their outputs.
-  std::vector<std::shared_ptr<LazyNode>> effects;
-  // The recording window: the ops recorded since the last sync, the only ones a sync can run.
-  // Recording hashes each op into `chain` (op, attributes, where each input comes from as a
-  // window position or device data slot, output types), so a sync knows the structure of its
-  // graph without building it.
-  uint64_t window = 0;
-  uint64_t visit_mark = 0;  // numbers the walks of needed_nodes (LazyNode::visit_mark)
-  size_t timing_phase = lathe::lazy::timing_phase(0);  // of this window (see kTimedEvery)
-  ir::StructuralHasher chain;
-  std::vector<const OpDef*> window_ops;  // by position
-  std::vector<Tensor> window_args;       // device data buffers by slot
-  bool window_foreign = false;           // an input comes from an earlier window (its sync failed)
-  Metrics metrics;
-  ExecutableCache cache;
-  std::string backend_name = "cpu";
-  std::unique_ptr<backend::Backend> backend;
-  std::function<uint64_t(uint64_t)> hash_override;
-  std::function<void(const OpDef&, const std::vector<Tensor>&)> record_observer;
-  std::string last_graph;
-};
-
-LazyContext& context() {
-  static LazyContext* c = new LazyContext();  // never destroyed: tensors may outlive statics
-  return *c;
 }
 
 std::shared_ptr<LazyValue> device_data(Tensor buffer) {
@@ -93,13 +59,6 @@ std::shared_ptr<LazyValue> device_data(Tensor buffer) {
   v->type_digest = h.get();
   v->base_version = b.storage ? b.storage->version() : 0;
   return v;
-}
-
-// A copy with the same memory order (dense tensors) or row-major.
-Tensor copy_of(const Tensor& t) {
-  Tensor out = empty_like(t);
-  kernels::copy(out, t);
-  return out;
 }
 
 // Where a value comes from, for the hash: a device data slot of this window (assigned, and its
@@ -256,6 +215,8 @@ class LazyRecorder final
   LazyContext& c_;
 };
 
+}  // namespace
+
 std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attrs,
                            std::vector<TensorMeta>&& metas) {
   LazyContext& c = context();
@@ -277,6 +238,8 @@ std::vector<Tensor> record(const OpDef& op, TensorList inputs, const Attrs& attr
   if (timed) c.metrics.trace_s += kTimedEvery * seconds_since(t0);
   return out;
 }
+
+namespace {
 
 // Graph values by (value or node, output index); device data uses index -1.
 using ValueKey = std::pair<const void*, int>;
@@ -503,6 +466,8 @@ void reset_window(LazyContext& c) {
   c.window_foreign = false;
 }
 
+}  // namespace
+
 void sync_locked(LazyContext& c) {
   struct NewWindow {
     LazyContext& c;
@@ -563,129 +528,4 @@ void sync_locked(LazyContext& c) {
 
 void sync_hook() { lathe::sync(); }
 
-}  // namespace
-
-Metrics metrics() {
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.metrics;
-}
-
-void reset_metrics() {
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.metrics = Metrics{};
-}
-
-void set_backend(const std::string& name) {
-  auto b = backend::create_backend(name);  // throws for an unknown name
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.backend_name = name;
-  c.backend = std::move(b);
-  c.cache.clear();
-}
-
-std::string backend() {
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.backend_name;
-}
-
-void clear_cache() {
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.cache.clear();
-}
-
-size_t cache_size() {
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.cache.size();
-}
-
-namespace testing {
-void set_hash_override(std::function<uint64_t(uint64_t)> hash) {
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.hash_override = std::move(hash);
-}
-
-void set_record_observer(std::function<void(const OpDef&, const std::vector<Tensor>&)> observer) {
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.record_observer = std::move(observer);
-}
-
-std::string last_graph() {
-  LazyContext& c = context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.last_graph;
-}
-}  // namespace testing
-
 }  // namespace lathe::lazy
-
-namespace lathe {
-
-void sync() {
-  lazy::LazyContext& c = lazy::context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  lazy::sync_locked(c);
-}
-
-namespace {
-
-// Tensor::to(Device) onto or off the lazy device (registered with core below).
-Tensor lazy_transfer(const Tensor& t, Device d) {
-  lazy::LazyContext& c = lazy::context();
-  if (d.kind() == DeviceKind::lazy) {
-    Tensor moved = detail::wrap_device_buffer(lazy::copy_of(t), Device::lazy());
-    moved.set_requires_grad(t.requires_grad());
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.metrics.transfers_to_device++;
-    c.metrics.bytes_to_device += static_cast<int64_t>(t.nbytes());
-    return moved;
-  }
-  std::lock_guard<std::mutex> lock(c.mu);
-  lazy::sync_locked(c);
-  LATHE_CHECK(t.has_storage(), "[to] lazy tensor ", t.shape_string(),
-              " has no data: the graph computing it failed");
-  Tensor out = lazy::copy_of(detail::device_buffer(t));
-  c.metrics.transfers_from_device++;
-  c.metrics.bytes_from_device += static_cast<int64_t>(t.nbytes());
-  return out;
-}
-
-// Autograd's version counter of a lazy tensor: its storage's (writes that ran), or, while it
-// stands for a value, that value's buffer's version when recorded plus the writes recorded into
-// it since (writes not run yet), whichever is larger.
-uint64_t lazy_version(const Tensor& t) {
-  auto& c = lazy::context();
-  std::lock_guard<std::mutex> lock(c.mu);
-  const TensorImpl& impl = t.impl();
-  uint64_t v = impl.storage ? impl.storage->version() : 0;
-  if (const lazy::LazyValue* lv = lazy::tensor_value_ptr(impl)) {
-    const lazy::LazyValue* root = lv->root();
-    v = std::max(v, root->base_version + root->writes);
-  }
-  return v;
-}
-
-const detail::DeviceFunctions lazy_device_functions{.transfer = &lazy_transfer,
-                                                    .sync = &lazy::sync_hook,
-                                                    .dispatch = &lazy::record,
-                                                    .version = &lazy_version};
-
-const bool lazy_device_registered =
-    (detail::register_device(DeviceKind::lazy, &lazy_device_functions), true);
-
-}  // namespace
-
-// CMakeLists.txt links every user of lathe_lazy with --undefined=lathe_lazy_device_anchor, so this
-// object (and the registration above) is in every program that can make lazy tensors.
-extern "C" {
-int lathe_lazy_device_anchor = 0;
-}
-
-}  // namespace lathe
