@@ -125,6 +125,7 @@ Value* Graph::new_value(ValueType type) {
 
 Value* Graph::add_input(ValueType type, InputSource source) {
   Value* v = new_value(std::move(type));
+  v->type_.layout = Layout::fixed;  // the caller's tensor
   inputs_.push_back(v);
   sources_.push_back(std::move(source));
   return v;
@@ -151,10 +152,12 @@ Node* Graph::add_node(const OpDef& op, std::vector<Value*> inputs, Attrs attrs,
     if (v) v->users_.push_back(n);
   for (size_t i = 0; i < output_types.size(); ++i) {
     Value* v = new_value(std::move(output_types[i]));
+    v->type_.layout = Layout::flexible;  // decided by the graph's structure, not copied
     v->producer_ = n;
     v->output_index_ = static_cast<int>(i);
     n->outputs_.push_back(v);
   }
+  fix_aliased_layouts(*n);
   nodes_.push_back(std::move(node));
   return n;
 }
@@ -165,6 +168,21 @@ void Graph::set_outputs(std::vector<Value*> outputs) {
                 value_name(outputs[i]), ") is not a value of this graph");
   }
   outputs_ = std::move(outputs);
+  for (Value* v : outputs_) v->type_.layout = Layout::fixed;  // the caller sees them
+}
+
+// A view and the value it views share one buffer: both layouts are observable through each
+// other. An input written in place keeps the buffer it has.
+void Graph::fix_aliased_layouts(Node& n) {
+  for (size_t j = 0; j < n.outputs_.size(); ++j) {
+    const int a = n.op_->aliased_input(static_cast<int>(j));
+    if (a < 0 || a >= static_cast<int>(n.inputs_.size()) || !n.inputs_[a]) continue;
+    n.outputs_[j]->type_.layout = Layout::fixed;
+    n.inputs_[a]->type_.layout = Layout::fixed;
+  }
+  for (int i : n.op_->mutated_inputs)
+    if (i < static_cast<int>(n.inputs_.size()) && n.inputs_[i] && n.mutates_input(i))
+      n.inputs_[i]->type_.layout = Layout::fixed;
 }
 
 std::vector<Node*> Graph::nodes() const {
@@ -226,7 +244,11 @@ void Graph::replace_all_uses(Value* from, Value* to) {
     }
   }
   for (Value*& out : outputs_)
-    if (out == from) out = to;
+    if (out == from) {
+      out = to;
+      to->type_.layout = Layout::fixed;
+    }
+  for (Node* u : done) fix_aliased_layouts(*u);  // `to` is viewed or written where `from` was
 }
 
 // ---- printing ----

@@ -22,6 +22,17 @@ namespace detail {
 struct GraphSurgery;
 }  // namespace detail
 
+// Whether a value's strides are a promise (fixed) or a suggestion (flexible), as inductor's
+// FixedLayout / FlexibleLayout. Fixed: the program can observe the layout, so every backend must
+// give the value exactly these strides: graph inputs and outputs, values seen through a view (a
+// view's input and output), values written in place. Flexible: only the graph reads the value;
+// the strides are what eager would give it (the recorders' layout rule), and a backend may lay it
+// out otherwise (oneDNN's blocked layouts) as long as the values it computes are the same. The
+// Graph decides it from its structure as values are added (add_input, add_node, set_outputs,
+// replace_all_uses): every mode that builds graphs (compile's tracer, the lazy device,
+// functionalize, the backends' passes) gets the same rule.
+enum class Layout : uint8_t { flexible, fixed };
+
 // Metadata of a value: dtype, device, symbolic sizes; strides when recorded (the recorders give
 // every value the one layout rule's strides, which each run derives again from the real ones;
 // empty strides leave the layout to the backend).
@@ -31,6 +42,8 @@ struct ValueType {
   Shape sizes;
   Shape strides;  // empty when the layout is the backend's choice
   bool requires_grad = false;
+  Layout layout = Layout::flexible;  // set by the Graph (see Layout); not part of type equality
+  bool fixed_layout() const { return layout == Layout::fixed; }
   // "f32[s0,64,112,112]"; strides follow in braces when they are not row-major
   // ("f32[2,3,4,4]{48,1,12,3}"), the device after '@' when it is not the CPU ("f32[2]@lazy"),
   // and " requires_grad" when set.
@@ -159,6 +172,7 @@ class Graph {
  private:
   friend struct detail::GraphSurgery;
   Value* new_value(ValueType type);
+  void fix_aliased_layouts(Node& n);  // the Layout rule for the views and writes of n
   int next_id_ = 0;
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> nodes_;

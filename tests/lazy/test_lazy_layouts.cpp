@@ -80,3 +80,17 @@ TEST(LazyLayouts, PendingResultsKeepTheirStridesThroughSync) {
   EXPECT_EQ(t.int_strides(), ts);
   EXPECT_TRUE(all_close(y.to(Device::cpu()), relu(conv2d(x, w))));
 }
+
+TEST(LazyLayouts, GraphsCarryStridesForEveryValue) {
+  // The lazy device builds its graphs from the recorder's output types: strides everywhere,
+  // as compile's tracer gives them, and the same fixed/flexible rule.
+  Tensor x = randn({1, 3, 6, 6}, 7).to_channels_last().to(Device::lazy());
+  Tensor w = randn({4, 3, 3, 3}, 8).to(Device::lazy());
+  Tensor y = relu(conv2d(x, w));
+  Tensor z = neg(y);
+  lathe::sync();
+  const std::string g = lazy::testing::last_graph();
+  // The conv result and the relu result are channels-last (strides printed in braces).
+  EXPECT_NE(g.find("f32[1,4,4,4]{64,1,16,4}"), std::string::npos) << g;
+  EXPECT_TRUE(z.is_channels_last());
+}
