@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "lathe/backend/cpu/cpu_options.h"
 #include "lathe/backend/cpu/memory_plan.h"
 #include "lathe/backend/symbolic_attrs.h"
 
@@ -86,21 +87,9 @@ int find_root(std::vector<int>& parent, int s) {
 // LATHE_PROFILE=1: every planned call times each step; when the executable goes away it
 // prints where the time went, by op and by the slowest steps (to stderr). LATHE_PROFILE=steps
 // also lists every step in order with its time, output sizes and attributes.
-bool profile_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("LATHE_PROFILE");
-    return v && *v && std::string(v) != "0";
-  }();
-  return on;
-}
+bool profile_enabled() { return options().profile != ProfileMode::off; }
 
-bool profile_steps() {
-  static const bool on = [] {
-    const char* v = std::getenv("LATHE_PROFILE");
-    return v && std::string(v) == "steps";
-  }();
-  return on;
-}
+bool profile_steps() { return options().profile == ProfileMode::steps; }
 
 class Executor final : public PlannedExecutable {
  public:

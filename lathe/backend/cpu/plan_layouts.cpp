@@ -106,24 +106,16 @@ bool winograd_candidate(const ir::Node* n) {
 
 }  // namespace
 
-bool plan_layouts_winograd() {
-  if (const char* e = std::getenv("LATHE_CPU_WINOGRAD")) {
-    const std::string v = e;
-    LATHE_CHECK(v == "0" || v == "1", "[plan_layouts] LATHE_CPU_WINOGRAD must be 0 or 1, got '", v,
-                "'");
-    return v == "1" && lathe::detail::dnnl_measured_winograd().available;
-  }
+bool plan_layouts_winograd(const CpuBackendOptions& o) {
+  if (o.winograd) return *o.winograd && lathe::detail::dnnl_measured_winograd().available;
   return lathe::detail::dnnl_measured_winograd().use;
 }
 
+bool plan_layouts_winograd() { return plan_layouts_winograd(options()); }
+
 int plan_layouts_block() {
-  if (const char* e = std::getenv("LATHE_CPU_BLOCK")) {
-    const std::string v = e;
-    LATHE_CHECK(v == "0" || v == "8" || v == "16",
-                "[plan_layouts] LATHE_CPU_BLOCK must be 0, 8 or 16, got '", v, "'");
-    return std::stoi(v);
-  }
-  return lathe::detail::dnnl_measured_conv_layout().block;
+  const CpuBackendOptions o = options();
+  return o.block ? *o.block : lathe::detail::dnnl_measured_conv_layout().block;
 }
 
 namespace {
@@ -313,10 +305,7 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd,
   }
   // LATHE_CPU_LAYOUT_REGIONS=0: the block so chosen, with plan_layouts' whole-graph rule (for
   // comparisons).
-  const char* e = std::getenv("LATHE_CPU_LAYOUT_REGIONS");
-  LATHE_CHECK(!e || std::string(e) == "0" || std::string(e) == "1",
-              "[plan_layouts] LATHE_CPU_LAYOUT_REGIONS must be 0 or 1, got '", e, "'");
-  c.per_region = c.block != 0 && !(e && std::string(e) == "0");
+  c.per_region = c.block != 0 && options().layout_regions;
   for (const ir::Node* n : g.nodes()) {
     auto cc = conv_cost(n);
     if (!cc || cc->flops_per_byte >= kMemoryBoundFlopsPerByte) continue;
