@@ -320,22 +320,30 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd,
   return c;
 }
 
-std::unique_ptr<ir::Graph> plan_layouts(
-    const ir::Graph& g, PlanLayoutsStats* stats, int block, bool winograd,
-    const std::unordered_set<const ir::Value*>* constant_weights,
-    const std::unordered_set<const ir::Node*>* convert) {
-  LATHE_CHECK(block == 0 || block == 8 || block == 16,
-              "[plan_layouts] the block must be 0, 8 or 16, got ", block);
+namespace {
+
+// What plan_layouts converts: the Winograd convolutions, the candidates (convolutions and max
+// poolings), the first convolutions (stems), and the values kept blocked between them.
+struct Selection {
+  int block = 0;
+  std::unordered_set<const ir::Node*> wino, candidates, pools, stems;
+  std::unordered_set<const ir::Value*> blocked;  // values kept in the blocked layout
+};
+
+Selection select_nodes(const ir::Graph& g, int block, bool winograd,
+                       const std::unordered_set<const ir::Value*>* constant_weights,
+                       const std::unordered_set<const ir::Node*>* convert) {
+  Selection sel;
+  auto& [blk, wino, candidates, pools, stems, blocked] = sel;
   // Winograd runs on nChw16c only: a graph with a convolution it can run takes that block.
-  std::unordered_set<const ir::Node*> wino;
   if (winograd && block != 8)
     for (const ir::Node* n : g.nodes())
       if (winograd_candidate(n) &&
           (!constant_weights || constant_weights->count(n->inputs()[kWeight])))
         wino.insert(n);
   if (!wino.empty()) block = 16;
+  blk = block;
   const int64_t B = block;
-  std::unordered_set<const ir::Node*> candidates;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_candidate(n, B)) candidates.insert(n);
   if (convert) {  // per-region labels: only the convolutions chosen (and Winograd's)
@@ -344,17 +352,14 @@ std::unique_ptr<ir::Graph> plan_layouts(
       if (convert->count(n) || wino.count(n)) chosen.insert(n);
     candidates = std::move(chosen);
   }
-  std::unordered_set<const ir::Node*> pools;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_pool_candidate(n, B, candidates)) pools.insert(n);
   candidates.insert(pools.begin(), pools.end());
   // First convolutions write blocked output when chosen (per region), or else when every reader
   // of their output is converted.
-  std::unordered_set<const ir::Node*> stems;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_stem(n, B) && (!convert || convert->count(n))) stems.insert(n);
   std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
-  std::unordered_set<const ir::Value*> blocked;  // values kept in the blocked layout
   std::vector<const ir::Node*> producers(candidates.begin(), candidates.end());
   producers.insert(producers.end(), stems.begin(), stems.end());
   for (const ir::Node* n : producers) {
@@ -367,6 +372,21 @@ std::unique_ptr<ir::Graph> plan_layouts(
     }
     if (all) blocked.insert(y);
   }
+  return sel;
+}
+
+}  // namespace
+
+std::unique_ptr<ir::Graph> plan_layouts(
+    const ir::Graph& g, PlanLayoutsStats* stats, int block, bool winograd,
+    const std::unordered_set<const ir::Value*>* constant_weights,
+    const std::unordered_set<const ir::Node*>* convert) {
+  LATHE_CHECK(block == 0 || block == 8 || block == 16,
+              "[plan_layouts] the block must be 0, 8 or 16, got ", block);
+  const Selection sel = select_nodes(g, block, winograd, constant_weights, convert);
+  const auto& [blk, wino, candidates, pools, stems, blocked] = sel;
+  block = blk;
+  const int64_t B = block;
   // A Winograd convolution pays for its reorders by itself (about 2x on the convolution).
   auto converts = [&](const ir::Node* n) {
     if (stems.count(n)) return convert || blocked.count(n->output()) > 0;
