@@ -28,7 +28,8 @@ std::string pass_list_string(const std::vector<Pass>& passes) {
 
 namespace {
 
-void check_disabled(const std::vector<std::string>& disabled, const std::vector<std::string>& known) {
+void check_disabled(const std::vector<std::string>& disabled,
+                    const std::vector<std::string>& known) {
   for (const std::string& name : disabled) {
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     std::string list;
@@ -66,7 +67,8 @@ void PassManager::run(std::unique_ptr<Graph>& g, PassContext& ctx) {
     try {
       g->verify();
     } catch (const Error& e) {
-      throw Error(lathe::detail::str("[passes] pass '", pass.name, "' broke the graph: ", e.what()));
+      throw Error(
+          lathe::detail::str("[passes] pass '", pass.name, "' broke the graph: ", e.what()));
     }
     if (options_.log) {
       std::ostringstream line;
@@ -83,25 +85,30 @@ void PassManager::run(std::unique_ptr<Graph>& g, PassContext& ctx) {
 }
 
 Pass dce_pass() {
-  return {"dce", [](std::unique_ptr<Graph>& g, PassContext& ctx) {
+  return {"dce",
+          [](std::unique_ptr<Graph>& g, PassContext& ctx) {
             const int n = dead_code_elimination(*g);
             ctx.summary = lathe::detail::str(n, " nodes removed");
             return n > 0;
-          }, ""};
+          },
+          ""};
 }
 
 Pass cse_pass() {
-  return {"cse", [](std::unique_ptr<Graph>& g, PassContext& ctx) {
+  return {"cse",
+          [](std::unique_ptr<Graph>& g, PassContext& ctx) {
             const int n = common_subexpression_elimination(*g);
             ctx.summary = lathe::detail::str(n, " nodes merged");
             return n > 0;
-          }, ""};
+          },
+          ""};
 }
 
 Pass functionalize_pass() {
   // What it cannot express (a write through a view of a symbolic base) keeps its writes: the
   // passes after it respect them.
-  return {"functionalize", [](std::unique_ptr<Graph>& g, PassContext& ctx) {
+  return {"functionalize",
+          [](std::unique_ptr<Graph>& g, PassContext& ctx) {
             bool writes = false;
             for (const Node* n : g->nodes()) writes = writes || n->has_side_effects();
             if (!writes) {
@@ -119,7 +126,8 @@ Pass functionalize_pass() {
               ctx.summary = lathe::detail::str("skipped: ", e.what());
               return false;
             }
-          }, ""};
+          },
+          ""};
 }
 
 }  // namespace lathe::ir

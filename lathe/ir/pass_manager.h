@@ -46,9 +46,9 @@ struct Pass {
 };
 
 struct PassManagerOptions {
-  bool log = false;         // one line per pass
-  bool log_graphs = false;  // and the graph after each pass
-  std::vector<std::string> disabled;  // pass names to skip; an unknown one is an error
+  bool log = false;                    // one line per pass
+  bool log_graphs = false;             // and the graph after each pass
+  std::vector<std::string> disabled;   // pass names to skip; an unknown one is an error
   std::ostream* log_stream = nullptr;  // nullptr: std::cerr
   std::string log_prefix = "[lathe.passes]";
 };

@@ -20,9 +20,15 @@ std::vector<std::string> split_list(const std::string& s) {
 
 // The variables, in one place: options_from_environment reads them, options() watches them.
 constexpr const char* kVariables[] = {
-    "LATHE_LOGS",         "LATHE_DISABLE_PASSES",     "LATHE_CPU_BLOCK",
-    "LATHE_CPU_EXECUTOR", "LATHE_CPU_LAYOUT_TUNING",  "LATHE_CPU_WINOGRAD",
-    "LATHE_CPU_LAYOUT_REGIONS", "LATHE_DW_FUSION",    "LATHE_PROFILE",
+    "LATHE_LOGS",
+    "LATHE_DISABLE_PASSES",
+    "LATHE_CPU_BLOCK",
+    "LATHE_CPU_EXECUTOR",
+    "LATHE_CPU_LAYOUT_TUNING",
+    "LATHE_CPU_WINOGRAD",
+    "LATHE_CPU_LAYOUT_REGIONS",
+    "LATHE_DW_FUSION",
+    "LATHE_PROFILE",
 };
 
 // The raw values, "" for unset, each prefixed with its presence.
@@ -65,7 +71,8 @@ CpuBackendOptions parse(const std::vector<std::string>& raw) {
   }
   if (auto v = value(raw, 3)) o.interpreter = *v == "interpreter";
   o.layout_tuning = parse_bool(value(raw, 4), "[cpu]", "LATHE_CPU_LAYOUT_TUNING", true);
-  if (auto v = value(raw, 5)) o.winograd = parse_bool(v, "[plan_layouts]", "LATHE_CPU_WINOGRAD", false);
+  if (auto v = value(raw, 5))
+    o.winograd = parse_bool(v, "[plan_layouts]", "LATHE_CPU_WINOGRAD", false);
   o.layout_regions = parse_bool(value(raw, 6), "[plan_layouts]", "LATHE_CPU_LAYOUT_REGIONS", true);
   if (auto v = value(raw, 7)) o.dw_fusion = *v != "0";
   if (auto v = value(raw, 8)) {
@@ -136,8 +143,7 @@ std::string CpuBackendOptions::result_key() const {
   std::ostringstream s;
   s << "disabled_passes=";
   for (size_t i = 0; i < disabled_passes.size(); ++i) s << (i ? "," : "") << disabled_passes[i];
-  s << " block=" << (block ? std::to_string(*block) : "auto")
-    << " layout_tuning=" << layout_tuning
+  s << " block=" << (block ? std::to_string(*block) : "auto") << " layout_tuning=" << layout_tuning
     << " winograd=" << (winograd ? std::to_string(*winograd) : "auto")
     << " layout_regions=" << layout_regions << " dw_fusion=" << dw_fusion;
   return s.str();

@@ -27,8 +27,8 @@ struct CpuBackendOptions {
   bool log_passes = false;
   bool log_graphs = false;
   std::vector<std::string> disabled_passes;
-  std::optional<int> block;     // nullopt: plan_layouts chooses
-  bool interpreter = false;     // LATHE_CPU_EXECUTOR=interpreter
+  std::optional<int> block;  // nullopt: plan_layouts chooses
+  bool interpreter = false;  // LATHE_CPU_EXECUTOR=interpreter
   bool layout_tuning = true;
   std::optional<bool> winograd;  // nullopt: the machine's measured choice
   bool layout_regions = true;

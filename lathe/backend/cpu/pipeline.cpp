@@ -31,9 +31,11 @@ using GraphPtr = std::unique_ptr<ir::Graph>;
 
 // A pass over the cpu context.
 ir::Pass cpu_pass(std::string name, std::function<bool(GraphPtr&, CpuPassContext&)> run) {
-  return {std::move(name), [run = std::move(run)](GraphPtr& g, ir::PassContext& ctx) {
+  return {std::move(name),
+          [run = std::move(run)](GraphPtr& g, ir::PassContext& ctx) {
             return run(g, ctx.as<CpuPassContext>());
-          }, ""};
+          },
+          ""};
 }
 
 bool run_constant_fold(GraphPtr& g, CpuPassContext& ctx) {
@@ -69,8 +71,8 @@ bool run_fuse_linear(GraphPtr& g, CpuPassContext& ctx) {
 bool run_fuse_attention(GraphPtr& g, CpuPassContext& ctx) {
   FuseAttentionStats s;
   g = fuse_attention(*g, &s);
-  ctx.summary = str(s.fused, " fused (", s.masked, " with a mask, ", s.transposed,
-                    " writing [B, L, H, E])");
+  ctx.summary =
+      str(s.fused, " fused (", s.masked, " with a mask, ", s.transposed, " writing [B, L, H, E])");
   return s.fused > 0;
 }
 
@@ -122,8 +124,7 @@ bool run_plan_layouts(GraphPtr& g, CpuPassContext& ctx) {
     block = c.block;
     why = block_reason(c);
   }
-  g = plan_layouts(*g, &s, block, winograd, &constant_inputs,
-                   c.per_region ? &c.convert : nullptr);
+  g = plan_layouts(*g, &s, block, winograd, &constant_inputs, c.per_region ? &c.convert : nullptr);
   if (ctx.options.log_passes && !c.table.empty())
     std::cerr << "[lathe.passes] plan_layouts probes, memory-bound convolutions:\n" << c.table;
   if (ctx.info) {
