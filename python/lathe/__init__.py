@@ -25,6 +25,7 @@ from ._C import (  # noqa: F401  (the public API)
     set_grad_enabled,
 )
 from ._C import nn, io, models  # noqa: F401
+from ._C import cpu_options, set_cpu_options  # noqa: F401
 from ._autograd import enable_grad, no_grad  # noqa: F401
 from ._compile import compile, metrics  # noqa: F401
 from ._tensor import from_dlpack, from_numpy, tensor  # noqa: F401

@@ -15,6 +15,7 @@ void bind_tensor(nb::module_& m);   // tensor_bindings.cpp: Tensor, dtypes, fact
 void bind_ops(nb::module_& m);      // ops_bindings.cpp: the functional ops
 void bind_nn(nb::module_& m);       // nn_bindings.cpp: lathe.nn, lathe.io, lathe.models
 void bind_compile(nb::module_& m);  // compile_bindings.cpp: lathe.compile, logs, metrics
+void bind_cpu_options(nb::module_& m);  // cpu_options_bindings.cpp: lathe.cpu_options
 // autograd_bindings.cpp: Tensor.requires_grad/grad/backward, lathe.backward, grad mode (called by
 // bind_tensor with the Tensor class).
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& t);

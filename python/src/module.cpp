@@ -17,4 +17,5 @@ NB_MODULE(_C, m) {
   lathe::python::bind_ops(m);
   lathe::python::bind_nn(m);
   lathe::python::bind_compile(m);
+  lathe::python::bind_cpu_options(m);
 }

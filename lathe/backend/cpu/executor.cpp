@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "lathe/backend/cpu/cpu_options.h"
 #include "lathe/backend/cpu/memory_plan.h"
 #include "lathe/backend/symbolic_attrs.h"
 
@@ -70,37 +71,12 @@ struct Plan {
 constexpr size_t kMaxPlans = 16;
 constexpr size_t kMaxFreeArenas = 4;
 
-size_t extent_bytes(const Tensor& t) {
-  if (t.numel() == 0) return 0;
-  int64_t last = 0;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    last += (t.sizes()[d].expect_int() - 1) * t.strides()[d].expect_int();
-  return static_cast<size_t>(last + 1) * itemsize(t.dtype());
-}
-
-int find_root(std::vector<int>& parent, int s) {
-  while (parent[s] != s) s = parent[s] = parent[parent[s]];
-  return s;
-}
-
 // LATHE_PROFILE=1: every planned call times each step; when the executable goes away it
 // prints where the time went, by op and by the slowest steps (to stderr). LATHE_PROFILE=steps
 // also lists every step in order with its time, output sizes and attributes.
-bool profile_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("LATHE_PROFILE");
-    return v && *v && std::string(v) != "0";
-  }();
-  return on;
-}
+bool profile_enabled() { return options().profile != ProfileMode::off; }
 
-bool profile_steps() {
-  static const bool on = [] {
-    const char* v = std::getenv("LATHE_PROFILE");
-    return v && std::string(v) == "steps";
-  }();
-  return on;
-}
+bool profile_steps() { return options().profile == ProfileMode::steps; }
 
 class Executor final : public PlannedExecutable {
  public:
@@ -328,6 +304,17 @@ class Executor final : public PlannedExecutable {
         break;
       }
     }
+    place_buffers(plan, slots, parent, eligible, first, last, inner_offset);
+    plan.stats.in_place = in_place;
+    plan.stats.concats_in_place = concats_in_place;
+  }
+
+  // Places the arena buffers (the roots of eligible slots) and describes every slot an out step
+  // writes: in the arena at its offset, or allocated per call in the allocating kernel's layout.
+  void place_buffers(Plan& plan, const std::vector<Tensor>& slots, std::vector<int>& parent,
+                     const std::vector<bool>& eligible, const std::vector<int>& first,
+                     const std::vector<int>& last, const std::vector<size_t>& inner_offset) const {
+    const int n = num_slots_;
     // Place the buffers.
     std::vector<int> buffer_slot;
     std::vector<BufferLifetime> buffers;
@@ -372,8 +359,6 @@ class Executor final : public PlannedExecutable {
     ExecutorStats& st = plan.stats;
     for (const StepPlan& sp : plan.steps) st.out_steps += sp.use_out;
     st.arena_values = arena_values;
-    st.in_place = in_place;
-    st.concats_in_place = concats_in_place;
     st.arena_bytes = layout.bytes;
     st.unplanned_bytes = unplanned;
   }

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lathe/backend/cpu/cpu_options.h"
 #include "lathe/backend/cpu/match.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/kernels/dnnl_conv_dw.h"
@@ -79,8 +80,7 @@ detail::PostOps pair_post_ops(const ir::Node* pw, const ir::Node* dw) {
 }  // namespace
 
 bool fuse_dw_conv_enabled() {
-  const char* e = std::getenv("LATHE_DW_FUSION");
-  return !e || std::strcmp(e, "0") != 0;
+  return options().dw_fusion;
 }
 
 std::unique_ptr<ir::Graph> fuse_dw_conv(const ir::Graph& g, FuseDwConvStats* stats) {

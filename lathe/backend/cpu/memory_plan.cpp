@@ -8,6 +8,14 @@ namespace {
 size_t align_up(size_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 }  // namespace
 
+size_t extent_bytes(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    last += (t.sizes()[d].expect_int() - 1) * t.strides()[d].expect_int();
+  return static_cast<size_t>(last + 1) * itemsize(t.dtype());
+}
+
 ArenaLayout plan_arena(const std::vector<BufferLifetime>& buffers) {
   const size_t n = buffers.size();
   ArenaLayout layout;

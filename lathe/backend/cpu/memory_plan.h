@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "lathe/core/tensor.h"
+
 namespace lathe::backend::cpu {
 
 // A buffer live from step `first` to step `last` (inclusive).
@@ -25,5 +27,14 @@ constexpr size_t kArenaAlignment = 64;
 // Greedy by size (largest first), each buffer at the lowest aligned offset that fits between the
 // already placed buffers whose lifetimes overlap its own. Deterministic.
 ArenaLayout plan_arena(const std::vector<BufferLifetime>& buffers);
+
+// The bytes from a tensor's first element to one past its last (its strides' extent).
+size_t extent_bytes(const Tensor& t);
+
+// Union-find with path halving: the root of slot s.
+inline int find_root(std::vector<int>& parent, int s) {
+  while (parent[s] != s) s = parent[s] = parent[parent[s]];
+  return s;
+}
 
 }  // namespace lathe::backend::cpu

@@ -106,24 +106,16 @@ bool winograd_candidate(const ir::Node* n) {
 
 }  // namespace
 
-bool plan_layouts_winograd() {
-  if (const char* e = std::getenv("LATHE_CPU_WINOGRAD")) {
-    const std::string v = e;
-    LATHE_CHECK(v == "0" || v == "1", "[plan_layouts] LATHE_CPU_WINOGRAD must be 0 or 1, got '", v,
-                "'");
-    return v == "1" && lathe::detail::dnnl_measured_winograd().available;
-  }
+bool plan_layouts_winograd(const CpuBackendOptions& o) {
+  if (o.winograd) return *o.winograd && lathe::detail::dnnl_measured_winograd().available;
   return lathe::detail::dnnl_measured_winograd().use;
 }
 
+bool plan_layouts_winograd() { return plan_layouts_winograd(options()); }
+
 int plan_layouts_block() {
-  if (const char* e = std::getenv("LATHE_CPU_BLOCK")) {
-    const std::string v = e;
-    LATHE_CHECK(v == "0" || v == "8" || v == "16",
-                "[plan_layouts] LATHE_CPU_BLOCK must be 0, 8 or 16, got '", v, "'");
-    return std::stoi(v);
-  }
-  return lathe::detail::dnnl_measured_conv_layout().block;
+  const CpuBackendOptions o = options();
+  return o.block ? *o.block : lathe::detail::dnnl_measured_conv_layout().block;
 }
 
 namespace {
@@ -313,10 +305,7 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd,
   }
   // LATHE_CPU_LAYOUT_REGIONS=0: the block so chosen, with plan_layouts' whole-graph rule (for
   // comparisons).
-  const char* e = std::getenv("LATHE_CPU_LAYOUT_REGIONS");
-  LATHE_CHECK(!e || std::string(e) == "0" || std::string(e) == "1",
-              "[plan_layouts] LATHE_CPU_LAYOUT_REGIONS must be 0 or 1, got '", e, "'");
-  c.per_region = c.block != 0 && !(e && std::string(e) == "0");
+  c.per_region = c.block != 0 && options().layout_regions;
   for (const ir::Node* n : g.nodes()) {
     auto cc = conv_cost(n);
     if (!cc || cc->flops_per_byte >= kMemoryBoundFlopsPerByte) continue;
@@ -331,22 +320,30 @@ BlockChoice choose_block(const ir::Graph& g, bool winograd,
   return c;
 }
 
-std::unique_ptr<ir::Graph> plan_layouts(
-    const ir::Graph& g, PlanLayoutsStats* stats, int block, bool winograd,
-    const std::unordered_set<const ir::Value*>* constant_weights,
-    const std::unordered_set<const ir::Node*>* convert) {
-  LATHE_CHECK(block == 0 || block == 8 || block == 16,
-              "[plan_layouts] the block must be 0, 8 or 16, got ", block);
+namespace {
+
+// What plan_layouts converts: the Winograd convolutions, the candidates (convolutions and max
+// poolings), the first convolutions (stems), and the values kept blocked between them.
+struct Selection {
+  int block = 0;
+  std::unordered_set<const ir::Node*> wino, candidates, pools, stems;
+  std::unordered_set<const ir::Value*> blocked;  // values kept in the blocked layout
+};
+
+Selection select_nodes(const ir::Graph& g, int block, bool winograd,
+                       const std::unordered_set<const ir::Value*>* constant_weights,
+                       const std::unordered_set<const ir::Node*>* convert) {
+  Selection sel;
+  auto& [blk, wino, candidates, pools, stems, blocked] = sel;
   // Winograd runs on nChw16c only: a graph with a convolution it can run takes that block.
-  std::unordered_set<const ir::Node*> wino;
   if (winograd && block != 8)
     for (const ir::Node* n : g.nodes())
       if (winograd_candidate(n) &&
           (!constant_weights || constant_weights->count(n->inputs()[kWeight])))
         wino.insert(n);
   if (!wino.empty()) block = 16;
+  blk = block;
   const int64_t B = block;
-  std::unordered_set<const ir::Node*> candidates;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_candidate(n, B)) candidates.insert(n);
   if (convert) {  // per-region labels: only the convolutions chosen (and Winograd's)
@@ -355,17 +352,14 @@ std::unique_ptr<ir::Graph> plan_layouts(
       if (convert->count(n) || wino.count(n)) chosen.insert(n);
     candidates = std::move(chosen);
   }
-  std::unordered_set<const ir::Node*> pools;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_pool_candidate(n, B, candidates)) pools.insert(n);
   candidates.insert(pools.begin(), pools.end());
   // First convolutions write blocked output when chosen (per region), or else when every reader
   // of their output is converted.
-  std::unordered_set<const ir::Node*> stems;
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_stem(n, B) && (!convert || convert->count(n))) stems.insert(n);
   std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
-  std::unordered_set<const ir::Value*> blocked;  // values kept in the blocked layout
   std::vector<const ir::Node*> producers(candidates.begin(), candidates.end());
   producers.insert(producers.end(), stems.begin(), stems.end());
   for (const ir::Node* n : producers) {
@@ -378,6 +372,21 @@ std::unique_ptr<ir::Graph> plan_layouts(
     }
     if (all) blocked.insert(y);
   }
+  return sel;
+}
+
+}  // namespace
+
+std::unique_ptr<ir::Graph> plan_layouts(
+    const ir::Graph& g, PlanLayoutsStats* stats, int block, bool winograd,
+    const std::unordered_set<const ir::Value*>* constant_weights,
+    const std::unordered_set<const ir::Node*>* convert) {
+  LATHE_CHECK(block == 0 || block == 8 || block == 16,
+              "[plan_layouts] the block must be 0, 8 or 16, got ", block);
+  const Selection sel = select_nodes(g, block, winograd, constant_weights, convert);
+  const auto& [blk, wino, candidates, pools, stems, blocked] = sel;
+  block = blk;
+  const int64_t B = block;
   // A Winograd convolution pays for its reorders by itself (about 2x on the convolution).
   auto converts = [&](const ir::Node* n) {
     if (stems.count(n)) return convert || blocked.count(n->output()) > 0;

@@ -45,6 +45,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "lathe/backend/cpu/cpu_options.h"
 #include "lathe/ir/graph.h"
 
 namespace lathe::backend::cpu {
@@ -62,6 +63,7 @@ struct PlanLayoutsStats {
 // Whether the pass uses Winograd by default: LATHE_CPU_WINOGRAD when set (0 or 1; 1 still needs
 // a machine with oneDNN's Winograd kernel), else the measured choice for this machine.
 bool plan_layouts_winograd();
+bool plan_layouts_winograd(const CpuBackendOptions& o);
 
 // The block the pass uses by default: LATHE_CPU_BLOCK when set (8 or 16, or 0 for none), else
 // the measured choice for this machine (0 when channels-last is as fast).
