@@ -206,12 +206,13 @@ RegionLabels label_regions(const ir::Graph& g, int64_t B) {
     cut.add_edge(MinCut::kSource, v, std::isfinite(blk) ? blk : MinCut::kInfinite);
     cut.add_edge(v, MinCut::kSink, std::isfinite(cl) ? cl : MinCut::kInfinite);
   }
-  std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
   std::unordered_set<const ir::Value*> seen;
   auto add_value = [&](const ir::Value* v) {
     if (!seen.insert(v).second) return;
     std::vector<int> readers;  // candidate readers of v as their activation
-    bool others = outs.count(v) > 0;
+    // A fixed layout (a graph output, a viewed value: ir::Layout) keeps its strides: it counts
+    // as a reader of the plain layout.
+    bool others = v->type().fixed_layout();
     for (const ir::Node* u : v->users()) {
       auto it = id.find(u);
       if (it != id.end() && !stems.count(u) && reads_as_activation(u, v))
@@ -359,12 +360,11 @@ Selection select_nodes(const ir::Graph& g, int block, bool winograd,
   // of their output is converted.
   for (const ir::Node* n : g.nodes())
     if (B != 0 && is_stem(n, B) && (!convert || convert->count(n))) stems.insert(n);
-  std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
   std::vector<const ir::Node*> producers(candidates.begin(), candidates.end());
   producers.insert(producers.end(), stems.begin(), stems.end());
   for (const ir::Node* n : producers) {
     const ir::Value* y = n->output();
-    if (outs.count(y) || y->users().empty()) continue;
+    if (y->type().fixed_layout() || y->users().empty()) continue;  // its strides are seen
     bool all = true;
     for (const ir::Node* u : y->users()) {
       // Read as the input or the residual (not as a weight), by a candidate.
