@@ -58,8 +58,9 @@ Tensor with_strides(const Tensor& t, const Shape& strides) {
 
 void expect_same_layout(const ArgLayout& a, const ArgLayout& b, const std::string& what) {
   EXPECT_EQ(static_cast<int>(a.kind), static_cast<int>(b.kind)) << what;
-  if (a.kind == Layout::kDense && b.kind == Layout::kDense)
+  if (a.kind == Layout::kDense && b.kind == Layout::kDense) {
     EXPECT_EQ(a.order_vector(), b.order_vector()) << what;
+  }
 }
 
 }  // namespace
@@ -73,7 +74,9 @@ TEST(ArgLayout, TheTracedStridesHaveTheLayoutTheGuardsRecord) {
     detail::Tracer tracer(env, graph, nullptr);
     Tensor fake = tracer.add_argument(c.t, 0, std::vector<detail::DimChoice>(c.t.dim()));
     EXPECT_EQ(ints(graph.inputs()[0]->type().strides), ints(fake.strides()));
-    if (want.kind == Layout::kStrided) EXPECT_EQ(ints(fake.strides()), c.t.int_strides());
+    if (want.kind == Layout::kStrided) {
+      EXPECT_EQ(ints(fake.strides()), c.t.int_strides());
+    }
     // The fake, and a real tensor laid out as traced, classify as the argument did.
     expect_same_layout(arg_layout(fake), want, "fake");
     Tensor as_traced = with_strides(c.t, fake.strides());
