@@ -24,7 +24,7 @@ inline constexpr int kMaxDenseRank = 16;
 struct ArgLayout {
   Layout kind = Layout::kContiguous;
   int rank = 0;
-  int8_t order[kMaxDenseRank] = {};  // kDense: t's dims innermost first (rank entries)
+  int8_t order[kMaxDenseRank];  // kDense: t's dims innermost first (rank entries; else unset)
 
   std::vector<int8_t> order_vector() const { return {order, order + rank}; }
 };

@@ -45,7 +45,7 @@ class CountingMode : public DispatchMode {
 
 }  // namespace
 
-TEST(DispatchMode, AModeForwardsToTheModeBelow) {
+TEST(DispatchModeForwarding, AModeForwardsToTheModeBelow) {
   Tensor a = full({3}, 2.0), b = full({3}, 5.0);
   RecordingMode lower;
   CountingMode upper(&lower);
@@ -67,7 +67,7 @@ TEST(DispatchMode, AModeForwardsToTheModeBelow) {
   EXPECT_EQ(d.to_vector<float>(), (std::vector<float>{7, 7, 7}));
 }
 
-TEST(DispatchMode, ModesPushedWhileForwardingStackOnTheLowerMode) {
+TEST(DispatchModeForwarding, ModesPushedWhileForwardingStackOnTheLowerMode) {
   RecordingMode lower, inner;
   CountingMode upper(&lower);
   ModeGuard g1(&lower);
@@ -85,7 +85,7 @@ TEST(DispatchMode, ModesPushedWhileForwardingStackOnTheLowerMode) {
   EXPECT_EQ(current_dispatch_mode(), &upper);
 }
 
-TEST(DispatchMode, CallBelowWithNoModeRunsEagerly) {
+TEST(DispatchModeForwarding, CallBelowWithNoModeRunsEagerly) {
   EXPECT_EQ(current_dispatch_mode(), nullptr);
   Tensor r = call_below([] { return add(full({2}, 1.0), full({2}, 2.0)); });
   EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{3, 3}));
