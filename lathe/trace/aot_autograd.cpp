@@ -104,9 +104,9 @@ std::shared_ptr<AotPlan> plan_training(CapturedGraph& captured, const std::vecto
                                        const CompileOptions& options) {
   std::vector<uint8_t> rg = inputs_requiring_grad(*captured.tracer, args);
   if (!aot_wanted(*captured.graph, rg)) return nullptr;
-  std::shared_ptr<AotPlan> aot = build_aot_plan(*captured.graph, captured.env, *captured.tracer,
-                                                std::move(rg), options.name,
-                                                partitioner_of(options));
+  std::shared_ptr<AotPlan> aot =
+      build_aot_plan(*captured.graph, captured.env, *captured.tracer, std::move(rg), options.name,
+                     partitioner_of(options));
   if (aot) {
     resolve_symbols(*captured.graph, *captured.env);
     resolve_symbols(*aot->backward_graph, *captured.env);

@@ -1,6 +1,5 @@
 #include "lathe/trace/arg_layout.h"
 
-
 namespace lathe::detail {
 
 ArgLayout arg_layout(const Tensor& t) {

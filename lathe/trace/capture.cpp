@@ -55,8 +55,7 @@ std::vector<ir::Value*> place_outputs(CapturedGraph& c, const std::vector<Tensor
 
 // A dim traced as a symbol that the code pinned to one value makes one entry per value: say
 // which dim and why, so the user can change the code or mark the dim static.
-void log_specialized_dims(const Tracer& tracer, sym::ShapeEnv& env,
-                          const CompileOptions& options) {
+void log_specialized_dims(const Tracer& tracer, sym::ShapeEnv& env, const CompileOptions& options) {
   if (!log_enabled(LogTopic::kRecompiles, options)) return;
   for (size_t i = 0; i < tracer.bindings().size(); ++i) {
     const SymbolBinding& b = tracer.bindings()[i];

@@ -53,8 +53,7 @@ using DimChooser = std::function<std::vector<DimChoice>(size_t arg, const Tensor
 // the dims traced as dynamic that the code specialized.
 std::unique_ptr<CapturedGraph> capture_graph(const CompiledFunction::Fn& fn,
                                              const std::vector<Arg>& args, nn::Module* module,
-                                             const CompileOptions& options,
-                                             const DimChooser& dims);
+                                             const CompileOptions& options, const DimChooser& dims);
 
 // Re-resolves every symbolic size of the graph through the ShapeEnv. A symbol pinned or equated
 // by a guard recorded after a value's type (or a node's symbolic attribute) was recorded is

@@ -260,8 +260,8 @@ void explain_module(std::ostream& os, const EntryGuards::ModuleCheck& m) {
 void explain_slot(std::ostream& os, const EntryGuards::SlotCheck& c) {
   os << "guard failed: " << c.name << " is the tensor traced";
   if (c.may_rebind)
-    os << " or one of type " << dtype_name(c.dtype) << str(c.sizes) << " strides "
-       << str(c.strides) << " on " << c.device;
+    os << " or one of type " << dtype_name(c.dtype) << str(c.sizes) << " strides " << str(c.strides)
+       << " on " << c.device;
   os << "  # re-assigned through param()/buffer() or a held reference; actual: a new tensor "
      << describe(*c.slot);
 }

@@ -50,8 +50,8 @@ void run_node_vjp(JointGraph& jg, const ir::Node* n,
   try {
     in_grads = n->op().vjp(ins, outs_f, gouts, n->attrs(), needs);
   } catch (const Error& e) {
-    jg.fail(str("the vjp of '", n->op().name, "' (node ", n->name(),
-                ") cannot be traced: ", e.what()));
+    jg.fail(
+        str("the vjp of '", n->op().name, "' (node ", n->name(), ") cannot be traced: ", e.what()));
   }
   for (size_t i = 0; i < in_grads.size() && i < needs.size(); ++i) {
     if (!needs[i] || !in_grads[i].defined()) continue;
@@ -153,7 +153,8 @@ std::vector<Tensor> JointGraph::run_vjps(BackwardTracer& bt, ir::Graph& bg,
 
 std::unique_ptr<JointGraph> build_joint_graph(ir::Graph& forward, sym::ShapeEnv& env,
                                               const Tracer& tracer, AotPlan& plan) {
-  auto jg = std::unique_ptr<JointGraph>(new JointGraph{forward, tracer, env, plan, {}, {}, {}, {}, {}});
+  auto jg =
+      std::unique_ptr<JointGraph>(new JointGraph{forward, tracer, env, plan, {}, {}, {}, {}, {}});
   jg->mark_requires_grad();
   jg->user_outputs = forward.outputs();
   plan.num_user_outputs = jg->user_outputs.size();

@@ -137,9 +137,8 @@ CompileOptions make_options(nb::object dynamic, const std::string& backend, cons
 nb::dict options_dict(const CompileOptions& o) {
   nb::dict d;
   d["backend"] = o.backend;
-  d["dynamic"] = o.dynamic == DynamicPolicy::kAuto
-                     ? nb::none()
-                     : nb::cast(o.dynamic == DynamicPolicy::kDynamic);
+  d["dynamic"] = o.dynamic == DynamicPolicy::kAuto ? nb::none()
+                                                   : nb::cast(o.dynamic == DynamicPolicy::kDynamic);
   d["recompile_limit"] = o.recompile_limit;
   d["error_on_recompile_limit"] = o.error_on_recompile_limit;
   d["name"] = o.name;
@@ -157,25 +156,34 @@ void set_options(const nb::dict& fields) {
   CompileOptions o = default_compile_options();
   for (auto [key, value] : fields) {
     const std::string k = nb::cast<std::string>(key);
-    if (k == "backend") o.backend = nb::cast<std::string>(value);
+    if (k == "backend")
+      o.backend = nb::cast<std::string>(value);
     else if (k == "dynamic")
-      o.dynamic = value.is_none() ? DynamicPolicy::kAuto
+      o.dynamic = value.is_none()         ? DynamicPolicy::kAuto
                   : nb::cast<bool>(value) ? DynamicPolicy::kDynamic
                                           : DynamicPolicy::kStatic;
-    else if (k == "recompile_limit") o.recompile_limit = nb::cast<int>(value);
-    else if (k == "error_on_recompile_limit") o.error_on_recompile_limit = nb::cast<bool>(value);
-    else if (k == "name") o.name = nb::cast<std::string>(value);
-    else if (k == "freeze") o.freeze = nb::cast<bool>(value);
-    else if (k == "verify") o.verify = nb::cast<bool>(value);
-    else if (k == "verify_calls") o.verify_calls = nb::cast<int>(value);
-    else if (k == "verify_rtol") o.verify_rtol = nb::cast<double>(value);
-    else if (k == "verify_atol") o.verify_atol = nb::cast<double>(value);
-    else if (k == "logs") o.logs = nb::cast<std::string>(value);
+    else if (k == "recompile_limit")
+      o.recompile_limit = nb::cast<int>(value);
+    else if (k == "error_on_recompile_limit")
+      o.error_on_recompile_limit = nb::cast<bool>(value);
+    else if (k == "name")
+      o.name = nb::cast<std::string>(value);
+    else if (k == "freeze")
+      o.freeze = nb::cast<bool>(value);
+    else if (k == "verify")
+      o.verify = nb::cast<bool>(value);
+    else if (k == "verify_calls")
+      o.verify_calls = nb::cast<int>(value);
+    else if (k == "verify_rtol")
+      o.verify_rtol = nb::cast<double>(value);
+    else if (k == "verify_atol")
+      o.verify_atol = nb::cast<double>(value);
+    else if (k == "logs")
+      o.logs = nb::cast<std::string>(value);
     else
-      throw Error(detail::str("[compile] unknown compile option '", k, "' (known: ",
-                              nb::cast<std::string>(nb::str(", ").attr("join")(
-                                  options_dict(o).attr("keys")())),
-                              ")"));
+      throw Error(detail::str(
+          "[compile] unknown compile option '", k, "' (known: ",
+          nb::cast<std::string>(nb::str(", ").attr("join")(options_dict(o).attr("keys")())), ")"));
   }
   set_default_compile_options(std::move(o));
 }

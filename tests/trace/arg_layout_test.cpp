@@ -1,13 +1,14 @@
 // The tracer and the guards share one layout rule (lathe/trace/arg_layout.h): the strides an
 // argument is traced with describe the layout the guards then require, for channels-last,
 // transposed, permuted, expanded (stride 0), sliced and size-1-dim tensors.
+#include "lathe/trace/arg_layout.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "lathe/ops/ops.h"
-#include "lathe/trace/arg_layout.h"
 #include "lathe/trace/compile.h"
 #include "lathe/trace/guards.h"
 #include "lathe/trace/tracer.h"

@@ -1,5 +1,7 @@
 // CompileOptions: the defaults, the environment read in one place (compile_options_from_env), the
 // process default settable from code, per-call options, and to_string.
+#include "lathe/trace/compile_options.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -7,7 +9,6 @@
 
 #include "lathe/ops/ops.h"
 #include "lathe/trace/compile.h"
-#include "lathe/trace/compile_options.h"
 #include "test_util.h"
 #include "tests/test_env.h"
 

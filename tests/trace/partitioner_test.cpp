@@ -84,12 +84,18 @@ TEST(Partitioner, TheChoiceReachesTheCompiledGraphs) {
   CompileOptions o;
   o.partitioner = std::make_shared<SaveAllPartitioner>();
   auto save_all = compile([](const std::vector<Tensor>& a) { return loss(a[0], a[1]); }, o);
-  auto by_default = compile([](const std::vector<Tensor>& a) { return loss(a[0], a[1]); },
-                            CompileOptions{});
-  Tensor g1 =
-      grad_through([&](const Tensor& a, const Tensor& b) { return save_all({a, b})[0]; }, x, w);
-  Tensor g2 =
-      grad_through([&](const Tensor& a, const Tensor& b) { return by_default({a, b})[0]; }, x, w);
+  auto by_default =
+      compile([](const std::vector<Tensor>& a) { return loss(a[0], a[1]); }, CompileOptions{});
+  Tensor g1 = grad_through(
+      [&](const Tensor& a, const Tensor& b) {
+        return save_all({a, b})[0];
+      },
+      x, w);
+  Tensor g2 = grad_through(
+      [&](const Tensor& a, const Tensor& b) {
+        return by_default({a, b})[0];
+      },
+      x, w);
   EXPECT_TRUE(same_values(g1, grad_through(loss, x, w), 1e-5));
   EXPECT_TRUE(same_values(g2, g1, 1e-6));
   // The default recomputes w + 1 from w; saving everything recomputes nothing.
