@@ -153,8 +153,8 @@ std::vector<Tensor> JointGraph::run_vjps(BackwardTracer& bt, ir::Graph& bg,
 
 std::unique_ptr<JointGraph> build_joint_graph(ir::Graph& forward, sym::ShapeEnv& env,
                                               const Tracer& tracer, AotPlan& plan) {
-  auto jg =
-      std::unique_ptr<JointGraph>(new JointGraph{forward, tracer, env, plan, {}, {}, {}, {}, {}});
+  auto jg = std::unique_ptr<JointGraph>(
+      new JointGraph{forward, tracer, env, plan, {}, {}, {}, {}, {}, nullptr, {}});
   jg->mark_requires_grad();
   jg->user_outputs = forward.outputs();
   plan.num_user_outputs = jg->user_outputs.size();
@@ -165,14 +165,18 @@ std::unique_ptr<JointGraph> build_joint_graph(ir::Graph& forward, sym::ShapeEnv&
   }
   if (!any_output) return nullptr;  // nothing to differentiate: an inference entry
 
-  // The probe: which forward values the vjps read (each becomes a graph input on first use).
-  ir::Graph probe;
+  // The probe: the backward recorded once, to learn which forward values the vjps read (each
+  // becomes a backward input on first use).
+  jg->backward = std::make_unique<ir::Graph>();
+  ir::Graph& probe = *jg->backward;
   BackwardSources sources;
   BackwardTracer bt(env, probe, [&](const Tensor& t) -> ir::Value* {
     const ir::Value* f = jg->fakes.value(t);
     if (!f) return nullptr;
     jg->needed.push_back(f);
-    return probe.add_input(f->type(), source_named(0, "probe"));
+    ir::Value* in = probe.add_input(f->type(), source_named(0, "probe"));
+    jg->forward_value_of.emplace(in, f);
+    return in;
   });
   {
     Tracer::Scope scope(bt);

@@ -1,10 +1,10 @@
 // The joint graph of a training entry (AOTAutograd's joint forward + backward): the traced forward
 // graph and the backward that the ops' vjp rules (OpDef::vjp, written with ops) record over it,
 // run under a tracer over fake tensors of the forward values, in reverse order, with the output
-// gradients as extra inputs. build_joint_graph records that backward once as a probe to learn
-// which forward values it reads (`needed`); a Partitioner (partition.h) then chooses which of them
-// the forward saves and which the backward recomputes, and JointGraph::split records the
-// backward graph for that choice. Internal to the compile cache.
+// gradients as extra inputs. build_joint_graph records that backward once (JointGraph::backward,
+// its inputs mapped to the forward values they read: `needed`); a Partitioner (partition.h) then
+// chooses which of them the forward saves and which the backward recomputes, and
+// JointGraph::split records the backward graph for that choice. Internal to the compile cache.
 #pragma once
 
 #include <functional>
@@ -81,6 +81,11 @@ struct JointGraph {
   std::vector<ir::Value*> user_outputs;  // the forward's outputs before partitioning
   // Forward values (graph inputs and node outputs) the backward reads, by value id.
   std::vector<const ir::Value*> needed;
+  // The backward half of the joint: the vjps' nodes as recorded over the forward (outputs not
+  // set); each of its inputs is an output gradient, a constant of the vjps, or a forward value
+  // (forward_value_of).
+  std::unique_ptr<ir::Graph> backward;
+  std::unordered_map<const ir::Value*, const ir::Value*> forward_value_of;
 
   [[noreturn]] void fail(const std::string& what) const;
 

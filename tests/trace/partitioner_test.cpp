@@ -25,6 +25,9 @@ class RecordingPartitioner : public Partitioner {
   detail::Partition partition(detail::JointGraph& joint) const override {
     calls.fetch_add(1);
     last_needed = joint.needed.size();
+    // The joint's backward half maps each input that reads the forward to its value.
+    EXPECT_NE(joint.backward, nullptr);
+    EXPECT_EQ(joint.forward_value_of.size(), joint.needed.size());
     return DefaultPartitioner().partition(joint);
   }
   mutable std::atomic<int> calls{0};
