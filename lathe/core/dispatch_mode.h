@@ -1,6 +1,8 @@
 // The dispatch-mode stack: a thread-local stack of modes that take over op dispatch (the tracer
 // records ops instead of running them). lathe::dispatch asks the top mode; with none, ops run
-// eagerly (or on their device, see device_registry.h). Modes nest through RAII guards.
+// eagerly (or on their device, see device_registry.h). Modes nest through RAII guards. A mode may
+// forward an op to the mode below it (call_below), e.g. an autocast mode above the tracer that
+// rewrites an op's dtypes and lets the tracer record the result.
 #pragma once
 
 #include <span>
@@ -42,8 +44,33 @@ class ModeGuard {
   ModeGuard& operator=(const ModeGuard&) = delete;
 
  private:
-  DispatchMode* prev_;
+  friend class BelowModeGuard;
+  DispatchMode* mode_;
+  ModeGuard* below_;  // the guard pushed before this one on this thread, or null
 };
+
+// Pops this thread's top mode until the guard ends: ops dispatched meanwhile go to the mode
+// below it (or run eagerly when there is none), and modes pushed meanwhile stack on that one.
+// With an empty stack it does nothing.
+class BelowModeGuard {
+ public:
+  BelowModeGuard();
+  ~BelowModeGuard();
+  BelowModeGuard(const BelowModeGuard&) = delete;
+  BelowModeGuard& operator=(const BelowModeGuard&) = delete;
+
+ private:
+  ModeGuard* popped_;
+};
+
+// Runs fn() with the top mode popped (BelowModeGuard). A mode forwards an op to the mode below
+// it from its dispatch by dispatching it again there:
+//   return call_below([&] { return lathe::dispatch(op, inputs, attrs); });
+template <class F>
+auto call_below(F&& fn) {
+  BelowModeGuard below;
+  return fn();
+}
 
 namespace detail {
 // True while the top mode of this thread traces (lathe::compile).

@@ -1,14 +1,13 @@
 // AOT autograd: lathe::compile of a function or module called in training mode (grad enabled,
 // some argument or captured parameter requiring grad). Internal to the compile cache.
 //
-// The traced forward graph (parameters lifted as graph inputs, read in place at every call) is
-// extended into a joint graph by running each node's vjp rule (OpDef::vjp, written with ops)
-// under a tracer over fake tensors of the forward values, in reverse order, with the output
-// gradients as extra inputs. The joint graph is partitioned on the spot: the backward graph takes
-// (forward inputs it reads, saved forward values, output gradients) and returns the gradients of
-// the forward inputs that require grad; the forward graph returns its outputs followed by the
-// saved values. Cheap values are recomputed in the backward instead of saved (see
-// choose_recomputed in aot_autograd.cpp and docs/architecture.md).
+// The stages after capture: the traced forward graph (parameters lifted as graph inputs, read in
+// place at every call) is extended into a joint graph (joint_graph.h: the ops' vjp rules traced
+// over it), which a Partitioner (partition.h, CompileOptions::partitioner) splits: the backward
+// graph takes (forward inputs it reads, saved forward values, output gradients) and returns the
+// gradients of the forward inputs that require grad; the forward graph returns its outputs
+// followed by the saved values. The default partitioner recomputes cheap values in the backward
+// instead of saving them (see docs/architecture.md).
 //
 // Each call of the compiled forward records ONE autograd node in the eager engine (its op is the
 // plan's "compiled_backward" OpDef); backward() runs the compiled backward through it and the
@@ -24,9 +23,16 @@
 #include "lathe/backend/backend.h"
 #include "lathe/ir/graph.h"
 #include "lathe/sym/shape_env.h"
+#include "lathe/trace/compile.h"
 #include "lathe/trace/tracer.h"
 
+namespace lathe {
+class Partitioner;
+}
+
 namespace lathe::detail {
+
+struct CapturedGraph;
 
 struct AotPlan {
   // Owns the symbols both executables refer to: destroyed last.
@@ -63,14 +69,21 @@ struct AotPlan {
 // on and some floating input requires grad.
 bool aot_wanted(const ir::Graph& forward, const std::vector<uint8_t>& input_requires_grad);
 
-// Builds the joint graph and partitions it. Appends the saved values to forward's outputs.
-// Throws lathe::Error naming the function for what it cannot compile for training (an op
-// without a vjp, a random op on the gradient path, an in-place write into a value that requires
-// grad or that the backward reads).
+// Builds the joint graph and partitions it with `partitioner`. Appends the saved values to
+// forward's outputs. Null when no output requires grad. Throws lathe::Error naming the function
+// for what it cannot compile for training (an op without a vjp, a random op on the gradient path,
+// an in-place write into a value that requires grad or that the backward reads).
 std::shared_ptr<AotPlan> build_aot_plan(ir::Graph& forward, std::shared_ptr<sym::ShapeEnv> env,
                                         const Tracer& tracer,
                                         std::vector<uint8_t> input_requires_grad,
-                                        const std::string& name);
+                                        const std::string& name, const Partitioner& partitioner);
+
+// The joint and partition stages of a capture (capture.h): for a training call (grad on, some
+// floating argument or capture requiring grad) the plan, with the forward and backward graphs'
+// symbols resolved and both graphs verified; null for an inference entry. Runs before the
+// capture's guards are produced: the vjps' shape rules may add guards.
+std::shared_ptr<AotPlan> plan_training(CapturedGraph& captured, const std::vector<Arg>& args,
+                                       const CompileOptions& options);
 
 // After the forward executable ran on `inputs` (forward graph order): checks that the inputs
 // still require grad as traced, drops the saved values from `graph_outputs` and records one

@@ -36,7 +36,8 @@
 //   });
 //   step({x, y})[0].backward();  // then opt.step(); the next call reads the updated parameters
 //
-// CompileOptions::verify (or LATHE_COMPILE_VERIFY=1) runs the function eagerly beside the first
+// CompileOptions (lathe/trace/compile_options.h) holds every switch; CompileOptions::verify (or
+// LATHE_COMPILE_VERIFY=1) runs the function eagerly beside the first
 // calls of each cache entry and throws on a mismatch, naming the function and the output.
 //
 // See docs/trace.md for guards, recompiles, logs and limitations.
@@ -52,49 +53,13 @@
 #include <vector>
 
 #include "lathe/core/tensor.h"
+#include "lathe/trace/compile_options.h"
 
 namespace lathe {
 
 namespace nn {
 class Module;
 }
-
-// How the sizes of tensor arguments become symbols when tracing.
-enum class DynamicPolicy : uint8_t {
-  kStatic,  // every size is a constant; a new size recompiles
-  kAuto,    // static first; a dim whose size changed is recompiled as dynamic (the default)
-  kDynamic  // every size of 2 or more is a symbol from the first trace
-};
-
-struct CompileOptions {
-  // A lathe::backend registry name: "cpu" (the default: the optimizing pass pipeline and the
-  // planned executor, see docs/architecture.md) or "interpreter" (the reference: runs the traced
-  // graph node by node with the eager kernels).
-  std::string backend = "cpu";
-  DynamicPolicy dynamic = DynamicPolicy::kAuto;
-  // At most this many cache entries; a miss beyond it runs the function eagerly (with one
-  // warning naming the failing guard) or throws when error_on_recompile_limit is set.
-  int recompile_limit = 8;
-  bool error_on_recompile_limit = false;
-  std::string name = "fn";  // how logs and errors name the function
-  // Freezing (for backends that use constants, such as "cpu"), for inference calls (grad mode
-  // off, or every module the function read in eval mode): captured parameters and buffers that
-  // the graph does not write, on the CPU or the lazy device (its buffer), and not requiring grad
-  // (or traced with grad disabled) are handed to the backend as constants, which may fold them (batch norm into
-  // the conv weights, ...). The entry is guarded by their storage versions: an in-place update
-  // (or a new tensor in the slot) drops the entry and the next call re-freezes.
-  bool freeze = true;
-  // Verification (a debugging aid for stale results): for the first `verify_calls` calls served
-  // by each cache entry, the function also runs eagerly on the same inputs (arguments and the
-  // tensors the graph writes are restored in between, so state is updated once) and the call
-  // throws lathe::Error naming the function and the first output (or written tensor) where
-  // |compiled - eager| > verify_atol + verify_rtol * |eager|. Also switched on by the environment:
-  // LATHE_COMPILE_VERIFY=1 (or =N for N calls per entry).
-  bool verify = false;
-  int verify_calls = 10;
-  double verify_rtol = 1e-4;
-  double verify_atol = 1e-5;
-};
 
 // One argument of a compiled call. Scalars are guarded by value: a different value recompiles.
 using Arg = std::variant<Tensor, int64_t, double, bool>;
@@ -151,7 +116,7 @@ class CompiledFunction {
 template <class F>
 requires std::is_invocable_v < F, const std::vector<Tensor>
 & > || std::is_invocable_v<F, const std::vector<Arg>&> CompiledFunction
-       compile(F fn, CompileOptions options = {}) {
+       compile(F fn, CompileOptions options = default_compile_options()) {
   auto as_vector = [](auto&& r) -> std::vector<Tensor> {
     if constexpr (std::is_convertible_v<decltype(r), Tensor>)
       return {Tensor(r)};
@@ -180,7 +145,8 @@ requires std::is_invocable_v < F, const std::vector<Tensor>
 }
 
 // Compiles module->forward_all (see CompiledFunction's module constructor).
-CompiledFunction compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});
+CompiledFunction compile(std::shared_ptr<nn::Module> module,
+                         CompileOptions options = default_compile_options());
 
 // Declares dim `dim` of `t` dynamic over [min, max] for the next trace that sees this tensor:
 // tracing raises a constraint-violation error if the code specializes it.
@@ -188,8 +154,8 @@ void mark_dynamic(const Tensor& t, int64_t dim, int64_t min = 2, int64_t max = I
 // Keeps dim `dim` of `t` static even under the auto and dynamic policies.
 void mark_static(const Tensor& t, int64_t dim);
 
-// Log topics, as LATHE_LOGS: a comma list of "recompiles", "guards", "graph" (or "all"). Read
-// from the environment at first use; this call replaces the setting (for tests and tools).
+// Log topics, as LATHE_LOGS: a comma list of "recompiles", "guards", "graph", "passes" (or "all").
+// Replaces the process default options' logs (see compile_options.h; for tests and tools).
 void set_compile_logs(const std::string& topics);
 
 // Receives every compile log line and warning (recompiles, guards, graph, the recompile-limit

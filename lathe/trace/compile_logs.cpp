@@ -1,7 +1,6 @@
 #include "lathe/trace/compile_logs.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -11,9 +10,8 @@
 
 namespace lathe {
 namespace detail {
-namespace {
 
-unsigned parse_topics(const std::string& s) {
+unsigned parse_log_topics(const std::string& s) {
   unsigned flags = 0;
   std::stringstream ss(s);
   std::string item;
@@ -35,16 +33,11 @@ unsigned parse_topics(const std::string& s) {
   return flags;
 }
 
+namespace {
+
+// The process default's topics (its logs were checked when it was made).
 std::atomic<unsigned>& flags() {
-  static std::atomic<unsigned> f = [] {
-    const char* env = std::getenv("LATHE_LOGS");
-    try {
-      return env ? parse_topics(env) : 0u;
-    } catch (const Error& e) {
-      log_warning(str(e.what(), " in LATHE_LOGS; ignored"));
-      return 0u;
-    }
-  }();
+  static std::atomic<unsigned> f{parse_log_topics(default_compile_options().logs)};
   return f;
 }
 
@@ -64,8 +57,15 @@ const char* topic_name(LogTopic t) {
 
 }  // namespace
 
+void set_log_topics(unsigned topics) { flags().store(topics, std::memory_order_relaxed); }
+
 bool log_enabled(LogTopic topic) {
   return (flags().load(std::memory_order_relaxed) & unsigned(topic)) != 0;
+}
+
+bool log_enabled(LogTopic topic, const CompileOptions& options) {
+  if (log_enabled(topic)) return true;
+  return !options.logs.empty() && (parse_log_topics(options.logs) & unsigned(topic)) != 0;
 }
 
 namespace {
@@ -99,10 +99,14 @@ void log_message(LogTopic topic, const std::string& text) {
 
 void log_warning(const std::string& text) { emit("[lathe] warning: " + text); }
 
+void log_options(const std::string& text) { emit("[lathe.options] " + text); }
+
 }  // namespace detail
 
 void set_compile_logs(const std::string& topics) {
-  detail::flags().store(detail::parse_topics(topics), std::memory_order_relaxed);
+  CompileOptions o = default_compile_options();
+  o.logs = topics;
+  set_default_compile_options(std::move(o));
 }
 
 CompileLogSink set_compile_log_sink(CompileLogSink sink) {

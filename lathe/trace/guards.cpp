@@ -152,12 +152,10 @@ void EntryGuards::record_call(const std::vector<Arg>& args) {
       c.device = t->device();
       c.rank = static_cast<int32_t>(t->dim());
       c.requires_grad = t->requires_grad();
-      c.layout = layout_of(*t);
+      const ArgLayout layout = arg_layout(*t);  // the rule the tracer traced it with
+      c.layout = layout.kind;
       if (c.layout == Layout::kStrided) c.strides = t->int_strides();
-      if (c.layout == Layout::kDense) {
-        c.order.resize(t->dim());
-        dense_dim_order(*t, c.order.data());
-      }
+      if (c.layout == Layout::kDense) c.order = layout.order_vector();
       tensors_.push_back(std::move(c));
     } else {
       scalars_.emplace_back(static_cast<int32_t>(i), args[i]);
@@ -220,6 +218,68 @@ bool EntryGuards::modules_in_eval() const {
   return true;
 }
 
+namespace {
+
+using TensorCheck = EntryGuards::TensorCheck;
+
+// Which of a tensor argument's checks failed, with what was traced and what the call has.
+void explain_tensor(std::ostream& os, const TensorCheck& c, const Tensor& t, int32_t index) {
+  std::string a = "arg" + std::to_string(index);
+  os << "guard failed: ";
+  if (t.dtype() != c.dtype) {
+    os << a << ".dtype == " << dtype_name(c.dtype) << "; actual: " << dtype_name(t.dtype());
+  } else if (!(t.device() == c.device)) {
+    os << a << ".device == " << c.device << "; actual: " << t.device();
+  } else if (t.dim() != c.rank) {
+    os << a << ".dim() == " << c.rank << "; actual: " << t.dim();
+  } else if (t.requires_grad() != c.requires_grad) {
+    os << a << ".requires_grad == " << (c.requires_grad ? "true" : "false")
+       << "; actual: " << (t.requires_grad() ? "true" : "false");
+  } else {
+    os << a << " is "
+       << (c.layout == Layout::kDense ? dense_order_string(c.order)
+                                      : std::string(layout_name(c.layout)));
+    if (c.layout == Layout::kStrided) os << " with strides " << detail::str(c.strides);
+    os << "; actual: " << layout_name(layout_of(t)) << " with strides "
+       << detail::str(t.int_strides());
+  }
+}
+
+void explain_module(std::ostream& os, const EntryGuards::ModuleCheck& m) {
+  std::string name = m.path.empty() ? std::string("module") : "module '" + m.path + "'";
+  if (m.module->structure_version() != m.version) {
+    os << "guard failed: " << name << ".structure_version() == " << m.version
+       << "  # a parameter, buffer or submodule was added or replaced; actual: "
+       << m.module->structure_version();
+  } else {
+    os << "guard failed: " << name << ".is_training() == " << (m.training ? "true" : "false")
+       << "; actual: " << (m.module->is_training() ? "true" : "false");
+  }
+}
+
+void explain_slot(std::ostream& os, const EntryGuards::SlotCheck& c) {
+  os << "guard failed: " << c.name << " is the tensor traced";
+  if (c.may_rebind)
+    os << " or one of type " << dtype_name(c.dtype) << str(c.sizes) << " strides " << str(c.strides)
+       << " on " << c.device;
+  os << "  # re-assigned through param()/buffer() or a held reference; actual: a new tensor "
+     << describe(*c.slot);
+}
+
+void explain_frozen(std::ostream& os, const EntryGuards::FrozenCheck& c) {
+  os << "guard failed: " << c.name << " is the tensor frozen at version " << c.version
+     << "  # frozen into the compiled graph (eval, no grad); actual: ";
+  const std::shared_ptr<Storage>& st = c.holder->impl().storage;
+  if (c.holder->impl_ptr() != c.traced)
+    os << "a new tensor " << describe(*c.holder);
+  else if (st.get() != c.storage)
+    os << "written on its device since (a new or pending buffer)";
+  else
+    os << "updated in place (version " << st->version() << ")";
+}
+
+}  // namespace
+
 std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const sym::ArgView> views,
                                  GuardFailure f) const {
   using S = GuardFailure::Stage;
@@ -238,26 +298,7 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
       const TensorCheck* c = nullptr;
       for (const TensorCheck& x : tensors_)
         if (x.arg == f.index) c = &x;
-      const Tensor& t = tensor_arg(args, f.index);
-      std::string a = "arg" + std::to_string(f.index);
-      os << "guard failed: ";
-      if (t.dtype() != c->dtype) {
-        os << a << ".dtype == " << dtype_name(c->dtype) << "; actual: " << dtype_name(t.dtype());
-      } else if (!(t.device() == c->device)) {
-        os << a << ".device == " << c->device << "; actual: " << t.device();
-      } else if (t.dim() != c->rank) {
-        os << a << ".dim() == " << c->rank << "; actual: " << t.dim();
-      } else if (t.requires_grad() != c->requires_grad) {
-        os << a << ".requires_grad == " << (c->requires_grad ? "true" : "false")
-           << "; actual: " << (t.requires_grad() ? "true" : "false");
-      } else {
-        os << a << " is "
-           << (c->layout == Layout::kDense ? dense_order_string(c->order)
-                                           : std::string(layout_name(c->layout)));
-        if (c->layout == Layout::kStrided) os << " with strides " << detail::str(c->strides);
-        os << "; actual: " << layout_name(layout_of(t)) << " with strides "
-           << detail::str(t.int_strides());
-      }
+      explain_tensor(os, *c, tensor_arg(args, f.index), f.index);
       break;
     }
     case S::kAlias: {
@@ -287,42 +328,15 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
       os << "guard failed: GradMode::is_enabled() == " << (grad_enabled_ ? "true" : "false")
          << "; actual: " << (GradMode::is_enabled() ? "true" : "false");
       break;
-    case S::kModule: {
-      const ModuleCheck& m = modules_[f.index];
-      std::string name = m.path.empty() ? std::string("module") : "module '" + m.path + "'";
-      if (m.module->structure_version() != m.version) {
-        os << "guard failed: " << name << ".structure_version() == " << m.version
-           << "  # a parameter, buffer or submodule was added or replaced; actual: "
-           << m.module->structure_version();
-      } else {
-        os << "guard failed: " << name << ".is_training() == " << (m.training ? "true" : "false")
-           << "; actual: " << (m.module->is_training() ? "true" : "false");
-      }
+    case S::kModule:
+      explain_module(os, modules_[f.index]);
       break;
-    }
-    case S::kSlot: {
-      const SlotCheck& c = slots_[f.index];
-      os << "guard failed: " << c.name << " is the tensor traced";
-      if (c.may_rebind)
-        os << " or one of type " << dtype_name(c.dtype) << str(c.sizes) << " strides "
-           << str(c.strides) << " on " << c.device;
-      os << "  # re-assigned through param()/buffer() or a held reference; actual: a new tensor "
-         << describe(*c.slot);
+    case S::kSlot:
+      explain_slot(os, slots_[f.index]);
       break;
-    }
-    case S::kFrozen: {
-      const FrozenCheck& c = frozen_[f.index];
-      os << "guard failed: " << c.name << " is the tensor frozen at version " << c.version
-         << "  # frozen into the compiled graph (eval, no grad); actual: ";
-      const std::shared_ptr<Storage>& st = c.holder->impl().storage;
-      if (c.holder->impl_ptr() != c.traced)
-        os << "a new tensor " << describe(*c.holder);
-      else if (st.get() != c.storage)
-        os << "written on its device since (a new or pending buffer)";
-      else
-        os << "updated in place (version " << st->version() << ")";
+    case S::kFrozen:
+      explain_frozen(os, frozen_[f.index]);
       break;
-    }
     case S::kProgram:
       os << program_.explain(views, sym::GuardCheck{f.index});
       break;

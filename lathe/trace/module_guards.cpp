@@ -1,6 +1,6 @@
 #include "lathe/trace/module_guards.h"
 
-#include "lathe/trace/compile_cache.h"
+#include "lathe/trace/cache_entry.h"
 
 namespace lathe::detail {
 

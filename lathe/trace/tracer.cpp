@@ -8,50 +8,6 @@
 
 namespace lathe::detail {
 
-Layout layout_of(const Tensor& t) {
-  if (t.is_contiguous()) return Layout::kContiguous;
-  if (t.dim() == 4 && t.is_channels_last()) return Layout::kChannelsLast;
-  int8_t order[kMaxDenseRank];
-  if (dense_dim_order(t, order)) return Layout::kDense;
-  return Layout::kStrided;
-}
-
-bool dense_dim_order(const Tensor& t, int8_t* order) {
-  const int64_t n = t.dim();
-  if (n > kMaxDenseRank) return false;
-  const Shape& sz = t.sizes();
-  const Shape& st = t.strides();
-  for (int64_t d = 0; d < n; ++d)
-    if (sz[d].is_symbolic() || st[d].is_symbolic() || *sz[d].maybe_int() == 0) return false;
-  // Insertion sort by stride, innermost first; equal strides put the later dim inside.
-  auto inner = [&](int8_t a, int8_t b) {
-    int64_t sa = *st[a].maybe_int(), sb = *st[b].maybe_int();
-    return sa < sb || (sa == sb && a > b);
-  };
-  for (int64_t i = 0; i < n; ++i) {
-    int8_t d = static_cast<int8_t>(n - 1 - i);
-    int64_t j = i;
-    for (; j > 0 && inner(d, order[j - 1]); --j) order[j] = order[j - 1];
-    order[j] = d;
-  }
-  return is_dense_in_order(t, order);
-}
-
-bool is_dense_in_order(const Tensor& t, const int8_t* order) {
-  const Shape& sz = t.sizes();
-  const Shape& st = t.strides();
-  int64_t expected = 1;
-  for (int64_t k = 0; k < t.dim(); ++k) {
-    const int d = order[k];
-    const std::optional<int64_t> size = sz[d].maybe_int(), stride = st[d].maybe_int();
-    if (!size || !stride) return false;
-    if (*size == 1) continue;
-    if (*stride != expected) return false;
-    expected *= *size;
-  }
-  return true;
-}
-
 Tracer::Tracer(sym::ShapeEnv& env, ir::Graph& graph,
                const std::unordered_map<const TensorImpl*, std::string>* names)
     : env_(env), graph_(graph), names_(names) {}
@@ -97,30 +53,7 @@ Tensor Tracer::add_argument(const Tensor& real, int arg, const std::vector<DimCh
       }
     }
   }
-  Shape strides;
-  switch (layout_of(real)) {
-    case Layout::kContiguous:
-      strides = contiguous_strides(sizes);
-      break;
-    case Layout::kChannelsLast:
-      strides = channels_last_strides(sizes);
-      break;
-    case Layout::kDense: {
-      // Strides as products of the (symbolic) sizes inside each dim: the guard checks the order.
-      int8_t order[kMaxDenseRank];
-      dense_dim_order(real, order);
-      strides.resize(rank);
-      SymInt inner = 1;
-      for (int64_t k = 0; k < rank; ++k) {
-        strides[order[k]] = inner;
-        inner = inner * sizes[order[k]];
-      }
-      break;
-    }
-    case Layout::kStrided:
-      strides = real.strides();  // guarded exactly
-      break;
-  }
+  const Shape strides = traced_strides(arg_layout(real), sizes, real);
   Tensor fake = make_fake(sizes, strides, 0, real.dtype(), real.device(), real.requires_grad());
   ir::ValueType type{real.dtype(), real.device(), sizes, strides};
   ir::InputSource source;

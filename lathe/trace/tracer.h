@@ -15,6 +15,7 @@
 #include "lathe/ir/graph_recorder.h"
 #include "lathe/ops/op_def.h"
 #include "lathe/sym/shape_env.h"
+#include "lathe/trace/arg_layout.h"
 
 namespace lathe::detail {
 
@@ -24,22 +25,6 @@ struct DimChoice {
   Kind kind = Kind::kStatic;
   int64_t min = 2, max = INT64_MAX;  // kMarked: the mark_dynamic range
 };
-
-// The memory layout a tensor argument is traced with (and guarded on). kDense: non-overlapping
-// and dense in some other order of the dims (a transposed or permuted tensor); it is traced with
-// strides that are expressions of the sizes in that order, and guarded by the order, not the
-// stride numbers. kStrided: anything else (gaps, overlaps, zero sizes), guarded exactly.
-enum class Layout : uint8_t { kContiguous, kChannelsLast, kDense, kStrided };
-Layout layout_of(const Tensor& t);
-
-// Dense layouts of tensors of up to this many dims are recognized (the order lives on the stack).
-inline constexpr int kMaxDenseRank = 16;
-// Writes t's dims innermost first (by stride; ties: the later dim inner) into `order` (t.dim()
-// entries) and returns true when t is non-overlapping and dense in that order. Allocates nothing.
-bool dense_dim_order(const Tensor& t, int8_t* order);
-// True when t (real) is dense in `order` (innermost first): each dim's stride is the product of
-// the sizes of the dims inside it. Size-1 dims are skipped. Allocates nothing.
-bool is_dense_in_order(const Tensor& t, const int8_t* order);
 
 // A size symbol and the argument slot that binds it at call time.
 struct SymbolBinding {

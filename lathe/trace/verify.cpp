@@ -1,7 +1,6 @@
 #include "lathe/trace/verify.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <optional>
 
 #include "lathe/core/random.h"
@@ -9,19 +8,6 @@
 namespace lathe::detail {
 
 namespace {
-
-// Read when a compiled function is made, so a program (or test) may set it for some functions.
-int env_verify_calls() {
-  const char* env = std::getenv("LATHE_COMPILE_VERIFY");
-  if (!env || !*env) return 0;
-  char* end = nullptr;
-  long v = std::strtol(env, &end, 10);
-  LATHE_CHECK(*end == '\0' && v >= 0,
-              "[compile] LATHE_COMPILE_VERIFY must be 0, 1 or a number of "
-              "calls to verify per cache entry, got '",
-              env, "'");
-  return v == 1 ? CompileOptions{}.verify_calls : static_cast<int>(v);
-}
 
 // Why `got` (compiled) differs from `want` (eager), or nothing.
 std::optional<std::string> difference(const Tensor& got, const Tensor& want, double rtol,
@@ -56,7 +42,8 @@ std::optional<std::string> difference(const Tensor& got, const Tensor& want, dou
 
 int verify_call_count(const CompileOptions& options) {
   if (options.verify) return options.verify_calls;
-  return env_verify_calls();
+  const CompileOptions process = default_compile_options();
+  return process.verify ? process.verify_calls : 0;
 }
 
 std::vector<Tensor> verified_call(const CompileOptions& options, const std::string& call,

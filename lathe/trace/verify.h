@@ -13,7 +13,7 @@
 namespace lathe::detail {
 
 // How many calls of each cache entry to verify: options.verify_calls when options.verify is set,
-// else LATHE_COMPILE_VERIFY (unset or 0: none; 1: CompileOptions' default count; N: N calls).
+// else the process default's (LATHE_COMPILE_VERIFY; 0 when it is off).
 int verify_call_count(const CompileOptions& options);
 
 // Runs `compiled`, then restores `written` (the tensors the call may write in place) and the

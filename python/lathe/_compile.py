@@ -40,22 +40,39 @@ class _Compiled:
         return getattr(self.__dict__["cf"], item)
 
 
-def compile(fn_or_module=None, *, dynamic=None, backend="cpu", name=None, recompile_limit=8,
+def compile(fn_or_module=None, *, dynamic=None, backend=None, name=None, recompile_limit=None,
             verify=False):
     """Compiles a function over lathe tensors, or a lathe.nn module; usable as a decorator with
     or without arguments. dynamic: None (static first, dims that change become symbolic), True
     (all sizes symbolic) or False (every new size recompiles). backend: a name from
-    lathe.backend_names() ("cpu", the optimizing compiler, or "interpreter")."""
+    lathe.backend_names() ("cpu", the optimizing compiler, or "interpreter"). backend and
+    recompile_limit left None (and verify, and the log topics) come from compile_options()."""
     if fn_or_module is None:
         return lambda f: compile(f, dynamic=dynamic, backend=backend, name=name,
                                  recompile_limit=recompile_limit, verify=verify)
     if name is None:
         name = getattr(fn_or_module, "__qualname__", None) or getattr(
             fn_or_module, "type_name", "fn")
+    defaults = _C._compile_options()
+    backend = defaults["backend"] if backend is None else backend
+    recompile_limit = defaults["recompile_limit"] if recompile_limit is None else recompile_limit
     _counter[0] += 1
     compiled = _Compiled(fn_or_module, dynamic, backend, name, recompile_limit, verify)
     _compiled[f"{name}#{_counter[0]}"] = compiled
     return compiled
+
+
+def compile_options():
+    """The process default of lathe.compile's options (C++ CompileOptions) as a dict: backend,
+    dynamic, recompile_limit, error_on_recompile_limit, name, freeze, verify, verify_calls,
+    verify_rtol, verify_atol, logs. Read once from LATHE_LOGS / LATHE_COMPILE_VERIFY."""
+    return _C._compile_options()
+
+
+def set_compile_options(**options):
+    """Replaces fields of the process default (see compile_options()); functions compiled
+    afterwards use it, e.g. set_compile_options(backend="interpreter", verify=True)."""
+    _C._set_compile_options(options)
 
 
 def metrics():

@@ -17,5 +17,6 @@ def install():
 
 
 def set_logs(topics):
-    """Like LATHE_LOGS: a comma list of "recompiles", "guards", "graph" or "all" ("" for none)."""
+    """Like LATHE_LOGS: a comma list of "recompiles", "guards", "graph", "passes" or "all" ("" for
+    none); the process default options' logs (lathe.compile_options()["logs"])."""
     _C.set_compile_logs(topics)

@@ -1,6 +1,7 @@
 // lathe.compile for Python functions over lathe tensors (and lathe modules): the C++ tracer runs
 // the Python function once with fake tensors, then calls only check guards and run the graph
-// with the GIL released. Also the compile logs and lathe.metrics().
+// with the GIL released. Also the compile options' process default, the compile logs and
+// lathe.metrics().
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -116,19 +117,75 @@ class PyCompiled {
   std::unique_ptr<CompiledFunction> fn_;
 };
 
+// The process default (lathe.set_compile_options) with the arguments of lathe.compile over it.
 CompileOptions make_options(nb::object dynamic, const std::string& backend, const std::string& name,
                             int recompile_limit, bool verify) {
-  CompileOptions o;
+  CompileOptions o = default_compile_options();
   o.backend = backend;
   o.name = name;
   o.recompile_limit = recompile_limit;
-  o.verify = verify;
+  o.verify = o.verify || verify;
   if (dynamic.is_none()) {
     o.dynamic = DynamicPolicy::kAuto;
   } else {
     o.dynamic = nb::cast<bool>(dynamic) ? DynamicPolicy::kDynamic : DynamicPolicy::kStatic;
   }
   return o;
+}
+
+// The options' fields a Python dict holds (the partitioner stays a C++ choice).
+nb::dict options_dict(const CompileOptions& o) {
+  nb::dict d;
+  d["backend"] = o.backend;
+  d["dynamic"] = o.dynamic == DynamicPolicy::kAuto ? nb::none()
+                                                   : nb::cast(o.dynamic == DynamicPolicy::kDynamic);
+  d["recompile_limit"] = o.recompile_limit;
+  d["error_on_recompile_limit"] = o.error_on_recompile_limit;
+  d["name"] = o.name;
+  d["freeze"] = o.freeze;
+  d["verify"] = o.verify;
+  d["verify_calls"] = o.verify_calls;
+  d["verify_rtol"] = o.verify_rtol;
+  d["verify_atol"] = o.verify_atol;
+  d["logs"] = o.logs;
+  return d;
+}
+
+// The process default with the given fields replaced; an unknown key is an error.
+void set_options(const nb::dict& fields) {
+  CompileOptions o = default_compile_options();
+  for (auto [key, value] : fields) {
+    const std::string k = nb::cast<std::string>(key);
+    if (k == "backend")
+      o.backend = nb::cast<std::string>(value);
+    else if (k == "dynamic")
+      o.dynamic = value.is_none()         ? DynamicPolicy::kAuto
+                  : nb::cast<bool>(value) ? DynamicPolicy::kDynamic
+                                          : DynamicPolicy::kStatic;
+    else if (k == "recompile_limit")
+      o.recompile_limit = nb::cast<int>(value);
+    else if (k == "error_on_recompile_limit")
+      o.error_on_recompile_limit = nb::cast<bool>(value);
+    else if (k == "name")
+      o.name = nb::cast<std::string>(value);
+    else if (k == "freeze")
+      o.freeze = nb::cast<bool>(value);
+    else if (k == "verify")
+      o.verify = nb::cast<bool>(value);
+    else if (k == "verify_calls")
+      o.verify_calls = nb::cast<int>(value);
+    else if (k == "verify_rtol")
+      o.verify_rtol = nb::cast<double>(value);
+    else if (k == "verify_atol")
+      o.verify_atol = nb::cast<double>(value);
+    else if (k == "logs")
+      o.logs = nb::cast<std::string>(value);
+    else
+      throw Error(detail::str(
+          "[compile] unknown compile option '", k, "' (known: ",
+          nb::cast<std::string>(nb::str(", ").attr("join")(options_dict(o).attr("keys")())), ")"));
+  }
+  set_default_compile_options(std::move(o));
 }
 
 nb::dict stats_dict(const CompileStats& s) {
@@ -180,6 +237,9 @@ void bind_compile(nb::module_& m) {
 
   m.def("backend_names", &backend::backend_names);
   m.def("set_compile_logs", &set_compile_logs, nb::arg("topics"));
+  m.def("_compile_options", [] { return options_dict(default_compile_options()); });
+  m.def("_compile_options_string", [] { return default_compile_options().to_string(); });
+  m.def("_set_compile_options", &set_options, nb::arg("fields"));
   // Routes compile log lines to a Python callable (None: back to stderr). The sink runs on the
   // compiling thread, which may not hold the GIL.
   m.def("_set_compile_log_sink", [](nb::object sink) {

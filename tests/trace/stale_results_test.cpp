@@ -12,6 +12,7 @@
 #include "lathe/trace/compile.h"
 #include "lathe/trace/trace_errors.h"
 #include "test_util.h"
+#include "tests/test_env.h"
 
 using namespace lathe;
 using lathe::test::contains;
@@ -187,9 +188,14 @@ TEST(Verify, StopsAfterTheFirstCallsOfEachEntry) {
 }
 
 TEST(Verify, TheEnvironmentSwitchesItOn) {
-  ASSERT_EQ(setenv("LATHE_COMPILE_VERIFY", "3", 1), 0);
+  // The process default reads LATHE_COMPILE_VERIFY once; re-read it as a fresh process would.
+  const CompileOptions saved = default_compile_options();
+  {
+    lathe::testing::ScopedEnv env("LATHE_COMPILE_VERIFY", "3");
+    set_default_compile_options(compile_options_from_env());
+  }
   auto f = compile([](const std::vector<Tensor>& in) { return relu(in[0]); });
-  ASSERT_EQ(unsetenv("LATHE_COMPILE_VERIFY"), 0);
+  set_default_compile_options(saved);
   for (int i = 0; i < 5; ++i) f({randn_seeded({3}, i)});
   EXPECT_EQ(f.stats().verified_calls, 3);
   auto g = compile([](const std::vector<Tensor>& in) { return relu(in[0]); });
