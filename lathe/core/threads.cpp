@@ -3,34 +3,33 @@
 #include <omp.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
 #include <thread>
 
+#include "lathe/core/core_options.h"
 #include "lathe/core/error.h"
 
 namespace lathe {
 namespace {
 std::atomic<int> g_threads{0};
+}  // namespace
 
-int initial_threads() {
-  if (const char* env = std::getenv("LATHE_NUM_THREADS")) {
-    try {
-      int n = std::stoi(env);
-      if (n > 0) return n;
-    } catch (const std::exception&) {
-    }
-    throw Error(detail::str("[threads] LATHE_NUM_THREADS='", env, "' is not a positive integer"));
-  }
+namespace detail {
+int hardware_threads() {
   unsigned hw = std::thread::hardware_concurrency();
   return hw ? static_cast<int>(hw) : 1;
 }
-}  // namespace
+
+void apply_num_threads(int n) {
+  omp_set_num_threads(n);
+  g_threads.store(n, std::memory_order_relaxed);
+}
+}  // namespace detail
 
 int num_threads() {
   int n = g_threads.load(std::memory_order_relaxed);
   if (n == 0) {
-    n = initial_threads();
+    const int configured = core_options().num_threads;
+    n = configured > 0 ? configured : detail::hardware_threads();
     omp_set_num_threads(n);
     g_threads.store(n, std::memory_order_relaxed);
   }
@@ -39,8 +38,9 @@ int num_threads() {
 
 void set_num_threads(int n) {
   LATHE_CHECK(n > 0, "[threads] thread count must be positive, got ", n);
-  omp_set_num_threads(n);
-  g_threads.store(n, std::memory_order_relaxed);
+  CoreOptions o = core_options();
+  o.num_threads = n;
+  set_core_options(o);
 }
 
 }  // namespace lathe

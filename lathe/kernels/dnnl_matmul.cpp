@@ -7,6 +7,7 @@
 #include "lathe/core/threads.h"
 #include "lathe/kernels/dnnl_common.h"
 #include "lathe/kernels/gemv.h"
+#include "lathe/kernels/kernel_options.h"
 
 namespace lathe::detail {
 namespace {
@@ -209,15 +210,6 @@ void linear_direct(const Tensor& x, const Tensor& w, const Tensor& bias, const T
   }
 }
 
-// LATHE_GEMV=0 sends every f32 linear to oneDNN (for comparing the two paths).
-bool gemv_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("LATHE_GEMV");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
 }  // namespace
 
 void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -233,7 +225,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
                     const PostOps& post) {
   if (out.numel() == 0) return;
   if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
-    if (gemv_enabled() && linear_gemv(x, w, bias, out, post)) return;
+    if (kernel_gemv_enabled() && linear_gemv(x, w, bias, out, post)) return;
     linear_dnnl(x, w, bias, out, post);
     return;
   }

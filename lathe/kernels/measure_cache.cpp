@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "lathe/core/threads.h"
+#include "lathe/kernels/kernel_options.h"
 
 namespace lathe::detail {
 namespace {
@@ -119,21 +120,12 @@ const std::string& machine_fingerprint() {
   return fp;
 }
 
-std::string measure_cache_dir_from_env() {
-  const char* off = std::getenv("LATHE_CACHE");
-  if (off && std::string(off) == "0") return "";
-  if (const char* d = std::getenv("LATHE_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/lathe";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/lathe";
-  return "";
-}
-
 MeasureCache& MeasureCache::current() {
   static std::mutex mu;
   // Every cache made stays alive: a reference handed out must not dangle when the environment
   // changes (tests switch directories); there are as many as directories used.
   static std::map<std::string, std::unique_ptr<MeasureCache>> caches;
-  const std::string dir = measure_cache_dir_from_env();
+  const std::string dir = kernel_options().measure_cache_dir();
   std::lock_guard<std::mutex> lock(mu);
   std::unique_ptr<MeasureCache>& c = caches[dir];
   if (!c) c = std::make_unique<MeasureCache>(dir, machine_fingerprint());

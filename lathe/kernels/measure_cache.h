@@ -3,10 +3,12 @@
 // a later process skips the measurement. Lathe generates no code, so measurement is the only
 // compile-time work worth keeping across processes.
 //
-// Where: $LATHE_CACHE_DIR, else $XDG_CACHE_HOME/lathe, else $HOME/.cache/lathe; entries live in
+// Where: KernelOptions::cache_dir (lathe/kernels/kernel_options.h: $LATHE_CACHE_DIR, else
+// $XDG_CACHE_HOME/lathe, else $HOME/.cache/lathe, read once); entries live in
 // its subfolder measure-v<format>/, one small text file per entry. The folder is created 0700; a
 // folder owned by another user or writable by group or others is refused (one warning, no
-// cache), as is one that cannot be created (an unwritable HOME). LATHE_CACHE=0 turns it off.
+// cache), as is one that cannot be created (an unwritable HOME). KernelOptions::cache = false
+// (LATHE_CACHE=0) turns it off.
 //
 // An entry holds the machine fingerprint (CPU model, the ISA oneDNN uses, oneDNN's version,
 // Lathe's format version), the thread count, its key, its numbers and a checksum over all of
@@ -39,8 +41,8 @@ struct MeasureCacheStats {
 
 class MeasureCache {
  public:
-  // The cache the environment describes now (LATHE_CACHE, LATHE_CACHE_DIR, XDG_CACHE_HOME,
-  // HOME); re-resolved when those variables change. Thread safe.
+  // The cache the process's KernelOptions describe now (cache, cache_dir); re-resolved when
+  // set_kernel_options changes them. Thread safe.
   static MeasureCache& current();
 
   // A cache in `dir` (created 0700 if missing) with the given fingerprint; disabled (with one
@@ -73,10 +75,6 @@ MeasureCacheStats measure_cache_stats();
 // The machine fingerprint: CPU model name (/proc/cpuinfo), the ISA oneDNN dispatches to,
 // oneDNN's version, the cache format. Computed once.
 const std::string& machine_fingerprint();
-
-// The directory the environment names for Lathe's caches (without checking it): LATHE_CACHE_DIR,
-// else XDG_CACHE_HOME/lathe, else HOME/.cache/lathe; empty when none is set or LATHE_CACHE=0.
-std::string measure_cache_dir_from_env();
 
 // A 64-bit FNV-1a hash of `s` as 16 hex digits (entry names, graph keys).
 std::string hex_hash64(const std::string& s);

@@ -1,6 +1,6 @@
 // The measurement cache seen from compile: a cold compile stores the probes and the layout
 // tuning's winner, a warm one (a new process: nothing measured in memory) measures nothing and
-// computes what eager and the cold compile compute; with LATHE_CACHE=0 nothing is written.
+// computes what eager and the cold compile compute; with the cache off nothing is written.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "lathe/core/grad_mode.h"
 #include "lathe/kernels/compile_time.h"
 #include "lathe/kernels/dnnl_conv.h"
+#include "lathe/kernels/kernel_options.h"
 #include "lathe/kernels/measure_cache.h"
 #include "lathe/models/registry.h"
 #include "lathe/trace/compile.h"
@@ -25,6 +26,14 @@ using lathe::testing::ScopedEnv;
 using lathe::testing::TempDir;
 
 using lathe::testing::max_rel_diff;
+
+// The kernel options with the measurement cache in `dir`, on or off.
+lathe::detail::KernelOptions cache_in(const std::string& dir, bool on) {
+  lathe::detail::KernelOptions o = lathe::detail::kernel_options();
+  o.cache = on;
+  o.cache_dir = dir;
+  return o;
+}
 
 // A small mobilenet_v2 (depthwise convolutions: the layout is chosen by measurement and tuned),
 // compiled for inference and called once, as a new process would: nothing measured in memory.
@@ -52,8 +61,7 @@ struct MobileNet {
 
 TEST(MeasureCacheCompile, WarmCacheMeasuresNothingAndComputesTheSame) {
   TempDir tmp;
-  ScopedEnv on("LATHE_CACHE", "1");
-  ScopedEnv dir("LATHE_CACHE_DIR", tmp.path.c_str());
+  lathe::detail::ScopedKernelOptions on(cache_in(tmp.path, true));
   ScopedEnv tuning("LATHE_CPU_LAYOUT_TUNING", "1");
   MobileNet m;
 
@@ -81,8 +89,7 @@ TEST(MeasureCacheCompile, WarmCacheMeasuresNothingAndComputesTheSame) {
 
 TEST(MeasureCacheCompile, TurnedOffWritesNothing) {
   TempDir tmp;
-  ScopedEnv off("LATHE_CACHE", "0");
-  ScopedEnv dir("LATHE_CACHE_DIR", tmp.path.c_str());
+  lathe::detail::ScopedKernelOptions off(cache_in(tmp.path, false));
   MobileNet m;
   const auto c0 = lathe::detail::compile_time_counters();
   const Tensor got = m.compile_and_call();

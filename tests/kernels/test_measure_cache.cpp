@@ -1,6 +1,6 @@
 // The on-disk measurement cache (lathe/kernels/measure_cache.h): entries round-trip exactly,
 // corrupt, truncated and foreign entries are ignored and rewritten, the directory is created 0700
-// and refused when others may write it, LATHE_CACHE=0 writes nothing, and the probes read and
+// and refused when others may write it, the cache turned off writes nothing, and the probes read and
 // write it. Every test uses its own temporary directory, never the user's cache.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -18,6 +18,7 @@
 #include "lathe/core/threads.h"
 #include "lathe/kernels/compile_time.h"
 #include "lathe/kernels/dnnl_conv.h"
+#include "lathe/kernels/kernel_options.h"
 #include "lathe/kernels/measure_cache.h"
 #include "tests/test_env.h"
 
@@ -26,8 +27,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using lathe::testing::count_files;
-using lathe::testing::ScopedEnv;
 using lathe::testing::TempDir;
+
+// The kernel options with the measurement cache in `dir`, on or off.
+KernelOptions cache_in(const std::string& dir, bool on) {
+  KernelOptions o = kernel_options();
+  o.cache = on;
+  o.cache_dir = dir;
+  return o;
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -177,29 +185,21 @@ TEST(MeasureCache, UncreatableDirectoryRunsWithoutCache) {
   EXPECT_FALSE(c.load("winograd").has_value());
 }
 
-TEST(MeasureCache, EnvironmentPicksTheDirectory) {
+// The directory the options name is the one current() uses; turned off, there is none (the
+// parsing of the environment is tested in test_kernel_options.cpp).
+TEST(MeasureCache, OptionsPickTheDirectory) {
   TempDir tmp;
-  ScopedEnv on("LATHE_CACHE", nullptr);
-  ScopedEnv home("HOME", (tmp.path + "/home").c_str());
-  ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
-  ScopedEnv dir("LATHE_CACHE_DIR", nullptr);
-  EXPECT_EQ(measure_cache_dir_from_env(), tmp.path + "/home/.cache/lathe");
   {
-    ScopedEnv x("XDG_CACHE_HOME", (tmp.path + "/xdg").c_str());
-    EXPECT_EQ(measure_cache_dir_from_env(), tmp.path + "/xdg/lathe");
-    ScopedEnv d("LATHE_CACHE_DIR", (tmp.path + "/mine").c_str());
-    EXPECT_EQ(measure_cache_dir_from_env(), tmp.path + "/mine");
+    ScopedKernelOptions o(cache_in(tmp.path + "/mine", true));
     EXPECT_EQ(MeasureCache::current().entries_dir().rfind(tmp.path + "/mine/measure-v", 0), 0u);
   }
-  ScopedEnv off("LATHE_CACHE", "0");
-  EXPECT_EQ(measure_cache_dir_from_env(), "");
+  ScopedKernelOptions off(cache_in(tmp.path + "/mine", false));
   EXPECT_FALSE(MeasureCache::current().enabled());
 }
 
 TEST(MeasureCache, TurnedOffWritesNothing) {
   TempDir tmp;
-  ScopedEnv dir("LATHE_CACHE_DIR", tmp.path.c_str());
-  ScopedEnv off("LATHE_CACHE", "0");
+  ScopedKernelOptions off(cache_in(tmp.path, false));
   dnnl_forget_probes();
   ConvProbeShape s;
   s.c = s.o = 24;
@@ -216,8 +216,7 @@ TEST(MeasureCache, TurnedOffWritesNothing) {
 // without measuring (the stored numbers here are made up, and must come back as they are).
 TEST(MeasureCache, ConvolutionProbesReadAndWriteIt) {
   TempDir tmp;
-  ScopedEnv on("LATHE_CACHE", "1");
-  ScopedEnv dir("LATHE_CACHE_DIR", tmp.path.c_str());
+  ScopedKernelOptions on(cache_in(tmp.path, true));
   ConvProbeShape s;
   s.c = s.o = 40;
   s.h = s.w = 11;
