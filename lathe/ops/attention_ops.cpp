@@ -94,8 +94,7 @@ void register_attention_ops(OpRegistry& r) {
                 OpCategory::fused,
                 {required("scale", AttrType::real), required("divide", AttrType::boolean),
                  optional("transpose_out", AttrType::boolean)});
-  op.out_kernel = sdpa_fused_out_kernel;
-  r.add(std::move(op));
+  r.add(std::move(op), sdpa_fused_out_kernel);
 }
 }  // namespace detail
 

@@ -69,6 +69,7 @@ Tensor alloc(const TensorMeta& m) { return empty_strided(m.sizes, m.strides, m.d
 
 // An op whose kernel writes into the output the shape rule describes (metas carry strides):
 // the allocating kernel allocates it and calls the out kernel.
+// The out kernel itself goes to OpRegistry::add with the op.
 OpDef define_out_op(const char* name, int num_inputs, ShapeRule shape, OutKernel out,
                     OpCategory category, std::vector<AttrSpec> attrs) {
   EagerKernel kernel = [out](TensorList in, const Attrs& a, const std::vector<TensorMeta>& m) {
@@ -78,7 +79,6 @@ OpDef define_out_op(const char* name, int num_inputs, ShapeRule shape, OutKernel
   };
   OpDef op = detail::define_op(name, num_inputs, std::move(shape), std::move(kernel), category,
                                std::move(attrs));
-  op.out_kernel = std::move(out);
   return op;
 }
 
@@ -446,26 +446,29 @@ void register_dnnl_ops(OpRegistry& r) {
   OpDef conv2d =
       define_out_op("conv2d", 3, conv2d_rule, conv2d_out_kernel, C::contraction, conv2d_attrs());
   conv2d.parse_attrs = parse_conv2d_attrs;
-  r.add(std::move(conv2d));
-  r.add(define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction, {}));
-  r.add(define_out_op("matmul", 2, matmul_rule, matmul_out_kernel, C::contraction, {}));
+  r.add(std::move(conv2d), conv2d_out_kernel);
+  r.add(define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction, {}),
+        linear_out_kernel);
+  r.add(define_out_op("matmul", 2, matmul_rule, matmul_out_kernel, C::contraction, {}),
+        matmul_out_kernel);
   OpDef max_pool =
       define_out_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_out_kernel, C::pooling,
                     {required("kernel", T::int_list), required("stride", T::int_list),
                      required("padding", T::int_list), required("dilation", T::int_list),
                      required("ceil_mode", T::boolean)});
   max_pool.parse_attrs = [](const Attrs& a) { return parse_pool_attrs(a, "max_pool2d", true); };
-  r.add(std::move(max_pool));
+  r.add(std::move(max_pool), max_pool2d_out_kernel);
   OpDef avg_pool =
       define_out_op("avg_pool2d", 1, avg_pool2d_rule, avg_pool2d_out_kernel, C::pooling,
                     {required("kernel", T::int_list), required("stride", T::int_list),
                      required("padding", T::int_list), required("ceil_mode", T::boolean),
                      required("count_include_pad", T::boolean)});
   avg_pool.parse_attrs = [](const Attrs& a) { return parse_pool_attrs(a, "avg_pool2d", false); };
-  r.add(std::move(avg_pool));
+  r.add(std::move(avg_pool), avg_pool2d_out_kernel);
   r.add(define_out_op("adaptive_avg_pool2d", 1, adaptive_avg_pool2d_rule,
                       adaptive_avg_pool2d_out_kernel, C::pooling,
-                      {required("output_size", T::int_list)}));
+                      {required("output_size", T::int_list)}),
+        adaptive_avg_pool2d_out_kernel);
 }
 }  // namespace detail
 

@@ -78,8 +78,7 @@ void add_binary(OpRegistry& r, const char* name, BinKind kind, F f, bool with_al
   OutKernel out = binary_out_kernel(name, kind, f);
   OpDef op = detail::define_op(name, 2, binary_rule(name, kind), allocating(out),
                                OpCategory::pointwise, std::move(attrs));
-  op.out_kernel = std::move(out);
-  r.add(std::move(op));
+  r.add(std::move(op), std::move(out));
 }
 
 template <class T>
@@ -158,14 +157,11 @@ OutKernel unary_out_kernel(const char* name, F f) {
 
 template <class F>
 void add_unary(OpRegistry& r, const char* name, UnaryKind kind, F f,
-               std::vector<AttrSpec> attrs = {}, std::function<void(const Attrs&)> check = nullptr,
-               std::function<std::optional<PostOp>(const Attrs&)> post_op = nullptr) {
+               std::vector<AttrSpec> attrs = {}, std::function<void(const Attrs&)> check = nullptr) {
   OutKernel out = unary_out_kernel(name, f);
   OpDef op = detail::define_op(name, 1, unary_rule(name, kind, std::move(check)), allocating(out),
                                OpCategory::pointwise, std::move(attrs));
-  op.out_kernel = std::move(out);
-  op.post_op = std::move(post_op);
-  r.add(std::move(op));
+  r.add(std::move(op), std::move(out));
 }
 
 template <class T>
@@ -285,56 +281,6 @@ std::vector<Tensor> relu_inplace_kernel(TensorList in, const Attrs&,
 }  // namespace
 
 namespace detail {
-// The fused-program form of the f32 pointwise ops (OpDef::pointwise_instr).
-void register_pointwise_instrs(OpRegistry& r) {
-  using kernels::PwInstr;
-  using kernels::PwOp;
-  using Fact = std::function<std::optional<PwInstr>(const Attrs&)>;
-  auto plain = [](PwOp op) -> Fact { return [op](const Attrs&) { return PwInstr{op}; }; };
-  auto with_alpha = [](PwOp op) -> Fact {
-    return [op](const Attrs& a) {
-      PwInstr in{op};
-      in.c0 = a.has("alpha") ? a.get_double("alpha") : 1.0;
-      return in;
-    };
-  };
-  auto set = [&](const char* name, Fact f) { r.get_mutable(name).pointwise_instr = std::move(f); };
-  set("add", with_alpha(PwOp::add));
-  set("sub", with_alpha(PwOp::sub));
-  for (auto [name, op] : {std::pair{"mul", PwOp::mul},
-                          {"div", PwOp::div},
-                          {"maximum", PwOp::maximum},
-                          {"minimum", PwOp::minimum},
-                          {"neg", PwOp::neg},
-                          {"relu", PwOp::relu},
-                          {"sigmoid", PwOp::sigmoid},
-                          {"tanh", PwOp::tanh},
-                          {"exp", PwOp::exp},
-                          {"hardswish", PwOp::hardswish},
-                          {"hardsigmoid", PwOp::hardsigmoid}})
-    set(name, plain(op));
-  set("gelu", [](const Attrs& a) {
-    return PwInstr{a.get_string("approximate") == "tanh" ? PwOp::gelu_tanh : PwOp::gelu_erf};
-  });
-  set("clamp", [](const Attrs& a) {
-    PwInstr in{PwOp::clamp};
-    in.c0 = a.has("min") ? a.get_double("min") : -std::numeric_limits<double>::infinity();
-    in.c1 = a.has("max") ? a.get_double("max") : std::numeric_limits<double>::infinity();
-    return in;
-  });
-  set("hardtanh", [](const Attrs& a) {
-    PwInstr in{PwOp::clamp};
-    in.c0 = a.get_double("min_val");
-    in.c1 = a.get_double("max_val");
-    return in;
-  });
-  set("mul_scalar", [](const Attrs& a) {
-    PwInstr in{PwOp::scale};
-    in.c0 = a.get_double("other");
-    return in;
-  });
-}
-
 void register_elementwise_ops(OpRegistry& r) {
   add_binary(
       r, "add", BinKind::arith, [](auto x, auto y, auto al) { return x + al * y; }, true);
@@ -371,8 +317,7 @@ void register_elementwise_ops(OpRegistry& r) {
             [](A) { return [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }; });
   using T = AttrType;
   add_unary(
-      r, "relu", K, [](A) { return [](auto x) { return x > 0 ? x : decltype(x)(0); }; }, {},
-      nullptr, [](A) { return std::optional<PostOp>(PostOp{PostOp::Kind::relu}); });
+      r, "relu", K, [](A) { return [](auto x) { return x > 0 ? x : decltype(x)(0); }; });
   add_unary(
       r, "hardtanh", K,
       [](A a) {
@@ -387,10 +332,6 @@ void register_elementwise_ops(OpRegistry& r) {
       [](A a) {
         const double lo = a.get_double("min_val"), hi = a.get_double("max_val");
         LATHE_CHECK(lo <= hi, "[hardtanh] min_val ", lo, " is greater than max_val ", hi);
-      },
-      [](A a) {
-        return std::optional<PostOp>(
-            PostOp{PostOp::Kind::clip, a.get_double("min_val"), a.get_double("max_val")});
       });
   add_unary(r, "hardswish", F, [](A) {
     return [](auto x) {
@@ -423,11 +364,6 @@ void register_elementwise_ops(OpRegistry& r) {
         const std::string& approximate = a.get_string("approximate");
         LATHE_CHECK(approximate == "none" || approximate == "tanh",
                     "[gelu] approximate must be 'none' or 'tanh', got '", approximate, "'");
-      },
-      [](A a) {
-        return std::optional<PostOp>(PostOp{a.get_string("approximate") == "tanh"
-                                                ? PostOp::Kind::gelu_tanh
-                                                : PostOp::Kind::gelu_erf});
       });
   add_unary(
       r, "clamp", K,
@@ -454,8 +390,7 @@ void register_elementwise_ops(OpRegistry& r) {
   {
     OpDef where = detail::define_op("where", 3, where_rule, allocating(where_out_kernel),
                                     OpCategory::pointwise, {});
-    where.out_kernel = where_out_kernel;
-    r.add(std::move(where));
+    r.add(std::move(where), where_out_kernel);
   }
   auto in_place = [&](const char* name, int inputs, EagerKernel kernel, const char* functional,
                       std::vector<AttrSpec> attrs) {
@@ -466,7 +401,6 @@ void register_elementwise_ops(OpRegistry& r) {
     op.functional_variant = functional;
     r.add(std::move(op));
   };
-  register_pointwise_instrs(r);
   in_place("add_", 2, add_inplace_kernel, "add", {detail::required("alpha", T::real)});
   in_place("mul_scalar_", 1, mul_scalar_inplace_kernel, "mul_scalar",
            {detail::required("other", T::real)});

@@ -576,23 +576,19 @@ void register_fused_ops(OpRegistry& r) {
   OpDef linear = define_op("linear_fused", kLinearInputs, linear_fused_rule,
                            allocating(linear_fused_out_kernel), OpCategory::fused,
                            {required("act", T::string)});
-  linear.out_kernel = linear_fused_out_kernel;
-  linear.in_place_input = kLresidual;
   linear.parse_attrs = [](const Attrs& a) -> std::shared_ptr<const ParsedAttrs> {
     auto parsed = std::make_shared<LinearFusedAttrs>();
     parsed->act = parse_act(a, "act", "linear_fused");
     return parsed;
   };
-  r.add(std::move(linear));
+  r.add(std::move(linear), linear_fused_out_kernel);
   {
     OpDef to = define_op("to_blocked", 1, to_blocked_rule, allocating(to_blocked_out_kernel),
                          OpCategory::copy, {required("block", T::integer)});
-    to.out_kernel = to_blocked_out_kernel;
-    r.add(std::move(to));
+    r.add(std::move(to), to_blocked_out_kernel);
     OpDef from = define_op("from_blocked", 1, from_blocked_rule,
                            allocating(from_blocked_out_kernel), OpCategory::copy, {});
-    from.out_kernel = from_blocked_out_kernel;
-    r.add(std::move(from));
+    r.add(std::move(from), from_blocked_out_kernel);
   }
   {
     std::vector<AttrSpec> attrs = conv2d_attrs();
@@ -603,9 +599,7 @@ void register_fused_ops(OpRegistry& r) {
     OpDef blocked =
         define_op("conv2d_blocked", kBlockedInputs, conv2d_blocked_rule,
                   allocating(conv2d_blocked_out_kernel), OpCategory::fused, std::move(attrs));
-    blocked.out_kernel = conv2d_blocked_out_kernel;
-    blocked.in_place_input = kBresidual;
-    r.add(std::move(blocked));
+    r.add(std::move(blocked), conv2d_blocked_out_kernel);
   }
   {
     OpDef dw = define_op(
@@ -614,17 +608,14 @@ void register_fused_ops(OpRegistry& r) {
         {required("act", T::string), required("act_min", T::real), required("act_max", T::real),
          required("dw_stride", T::integer), required("dw_act", T::string),
          required("dw_act_min", T::real), required("dw_act_max", T::real)});
-    dw.out_kernel = conv2d_1x1_dw_blocked_out_kernel;
-    r.add(std::move(dw));
+    r.add(std::move(dw), conv2d_1x1_dw_blocked_out_kernel);
   }
   {
     OpDef pw = define_op("pointwise_fused", -1, pointwise_fused_rule, pointwise_fused_kernel,
                          OpCategory::fused,
                          {required("program", T::string), optional("strides", T::int_list)});
-    pw.out_kernel = pointwise_fused_out_kernel;
     pw.parse_attrs = parse_pointwise_fused;
-    pw.in_place_input = 0;  // each tile reads its inputs before writing the same elements
-    r.add(std::move(pw));
+    r.add(std::move(pw), pointwise_fused_out_kernel);
   }
   {
     OpDef pool = define_op("max_pool2d_blocked", 1, max_pool2d_blocked_rule,
@@ -632,8 +623,7 @@ void register_fused_ops(OpRegistry& r) {
                            {required("kernel", T::int_list), required("stride", T::int_list),
                             required("padding", T::int_list), required("dilation", T::int_list),
                             required("ceil_mode", T::boolean)});
-    pool.out_kernel = max_pool2d_blocked_out_kernel;
-    r.add(std::move(pool));
+    r.add(std::move(pool), max_pool2d_blocked_out_kernel);
   }
   std::vector<AttrSpec> conv_attrs = conv2d_attrs();
   conv_attrs.insert(conv_attrs.end(), {optional("eps", T::real), required("act", T::string),
@@ -643,10 +633,8 @@ void register_fused_ops(OpRegistry& r) {
   OpDef conv =
       define_op("conv2d_fused", kNumInputs, conv2d_fused_rule, allocating(conv2d_fused_out_kernel),
                 OpCategory::fused, std::move(conv_attrs));
-  conv.out_kernel = conv2d_fused_out_kernel;
-  conv.in_place_input = kResidual;
   conv.parse_attrs = parse_conv2d_fused_attrs;
-  r.add(std::move(conv));
+  r.add(std::move(conv), conv2d_fused_out_kernel);
 }
 }  // namespace detail
 

@@ -336,19 +336,11 @@ void register_nn_ops(OpRegistry& r) {
     const char* name = log ? "log_softmax" : "softmax";
     OpDef op = define_op(name, 1, softmax_rule(name), softmax_kernel(log), C::normalization,
                          {required("dim", T::integer)});
-    op.out_kernel = softmax_out_kernel(log);
-    // Each row is read (its maximum, then each element before the same element is written) by
-    // one thread: the row kernel may write over its input.
-    op.in_place_input = 0;
-    r.add(std::move(op));
+    r.add(std::move(op), softmax_out_kernel(log));
   }
   OpDef ln = define_op("layer_norm", 3, layer_norm_rule, layer_norm_kernel, C::normalization,
                        {required("normalized_shape", T::int_list), required("eps", T::real)});
-  ln.out_kernel = layer_norm_out_kernel;
-  // Each row's moments are taken before any of it is written, then each element is read before
-  // the same element is written, by one thread: the row kernel may write over its input.
-  ln.in_place_input = 0;
-  r.add(std::move(ln));
+  r.add(std::move(ln), layer_norm_out_kernel);
   const std::vector<AttrSpec> bn_attrs{required("training", T::boolean),
                                        required("momentum", T::real), required("eps", T::real)};
   OpDef bn =

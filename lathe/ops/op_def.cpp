@@ -31,9 +31,10 @@ OpRegistry& OpRegistry::global() {
   return *reg;
 }
 
-const OpDef& OpRegistry::add(OpDef op) {
+const OpDef& OpRegistry::add(OpDef op, OutKernel out) {
   LATHE_CHECK(find(op.name) == nullptr, "[ops] op '", op.name, "' is registered twice");
   ops_.push_back(std::make_unique<OpDef>(std::move(op)));
+  if (out) outs_.emplace_back(ops_.back().get(), std::move(out));
   return *ops_.back();
 }
 

@@ -10,7 +10,6 @@
 
 #include "lathe/core/dispatch_mode.h"
 #include "lathe/core/tensor.h"
-#include "lathe/kernels/pointwise_program.h"
 #include "lathe/ops/attrs.h"
 
 namespace lathe {
@@ -113,9 +112,6 @@ struct OpDef {
   // The attributes the op takes. Unset: unchecked (ops registered by tests). Checked by
   // ir::Graph::add_node and ir::Graph::verify (see attr_error).
   std::optional<std::vector<AttrSpec>> attr_schema = std::nullopt;
-  // Ops a fused conv / matmul can absorb as a post-op: the activation for these attributes,
-  // or nullopt when these attributes have no post-op form.
-  std::function<std::optional<PostOp>(const Attrs&)> post_op = nullptr;
   // For an op that writes in place, the op computing the same without writing: it takes the
   // same inputs and attributes and returns the op's outputs that alias no input, followed by
   // the new value of each written input (in mutated_inputs order). add_ -> add; batch_norm ->
@@ -124,16 +120,6 @@ struct OpDef {
   // The typed form of a call's attributes (see ParsedAttrs), for ops whose rule and kernel read
   // many attributes; attached by attach_parsed_attrs.
   std::function<std::shared_ptr<const ParsedAttrs>(const Attrs&)> parse_attrs = nullptr;
-  // The kernel writing into given outputs (see OutKernel); unset for ops that only allocate.
-  OutKernel out_kernel = nullptr;
-  // For a pointwise op a fused f32 program can compute (the cpu backend's fuse_pointwise): the
-  // instruction for these attributes, operands left for the pass to fill (input 0 -> a, input 1
-  // -> b); nullopt when these attributes have no such form. Unset: never fused.
-  std::function<std::optional<kernels::PwInstr>(const Attrs&)> pointwise_instr = nullptr;
-  // An input whose buffer out_kernel may be handed as its output when that input dies at the
-  // op (same sizes, strides and dtype): the residual of a fused conv / linear, which the kernel
-  // accumulates into. -1: none (pointwise ops may overwrite any input; the planner knows).
-  int in_place_input = -1;
 
   // ---- autograd ----
   // The values autograd saves for the vjp: input i is saved when vjp_reads_input(i, attrs) is
@@ -161,8 +147,12 @@ void attach_parsed_attrs(const OpDef& op, Attrs& attrs);
 class OpRegistry {
  public:
   static OpRegistry& global();
-  // Registers op (throws if the name exists); returns the stored definition.
-  const OpDef& add(OpDef op);
+  // Registers op (throws if the name exists); returns the stored definition. `out`, when set,
+  // is the op's kernel in destination-passing form (see OutKernel): not part of the OpDef, a
+  // backend's kernel table picks it up through out_kernels().
+  const OpDef& add(OpDef op, OutKernel out = nullptr);
+  // The destination-passing kernels given to add(), in registration order.
+  const std::vector<std::pair<const OpDef*, OutKernel>>& out_kernels() const { return outs_; }
   // The op named `name`, or throws "[ops] unknown op 'name'".
   const OpDef& get(const std::string& name) const;
   const OpDef* find(const std::string& name) const;
@@ -173,6 +163,7 @@ class OpRegistry {
  private:
   OpRegistry() = default;
   std::vector<std::unique_ptr<OpDef>> ops_;
+  std::vector<std::pair<const OpDef*, OutKernel>> outs_;
 };
 
 // The one dispatch point: validates with the shape rule and runs the op in the current mode.

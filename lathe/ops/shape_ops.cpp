@@ -93,8 +93,7 @@ namespace detail {
 void register_shape_ops(OpRegistry& r) {
   OpDef cat = define_op("cat", -1, cat_rule, cat_kernel, OpCategory::copy,
                         {required("dim", AttrType::integer)});
-  cat.out_kernel = cat_out_kernel;
-  r.add(std::move(cat));
+  r.add(std::move(cat), cat_out_kernel);
 }
 }  // namespace detail
 

@@ -25,14 +25,14 @@ ir::ValueType rule_type(const OpDef& op, const std::vector<ir::Value*>& in, cons
 }
 
 bool matches(const ir::Node* cat) {
-  if (!is_op(cat, "cat") || cat->inputs().size() < 2) return false;
+  if (!is_op(cat, cpu_ops().cat) || cat->inputs().size() < 2) return false;
   const ir::ValueType& t = cat->output()->type();
   if (t.sizes.size() != 4 || t.dtype != DType::f32) return false;
   const int64_t d = cat->attrs().get_int("dim");
   if (d != 1 && d != -3) return false;
   std::optional<int64_t> block;
   for (const ir::Value* v : cat->inputs()) {
-    if (!v || !v->producer() || !is_op(v->producer(), "from_blocked")) return false;
+    if (!v || !v->producer() || !is_op(v->producer(), cpu_ops().from_blocked)) return false;
     const auto b = v->producer()->inputs()[0]->type().sizes[4].maybe_int();
     if (!b || (block && *b != *block)) return false;  // one block for every input
     block = b;
@@ -49,9 +49,9 @@ std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats
   std::unordered_set<const ir::Node*> cats;
   for (const ir::Node* n : g.nodes())
     if (matches(n)) cats.insert(n);
-  const OpDef& cat_op = LATHE_OP("cat");
-  const OpDef& from_op = LATHE_OP("from_blocked");
-  const OpDef& pool_op = LATHE_OP("max_pool2d_blocked");
+  const OpDef& cat_op = *cpu_ops().cat;
+  const OpDef& from_op = *cpu_ops().from_blocked;
+  const OpDef& pool_op = *cpu_ops().max_pool2d_blocked;
   ConcatBlockedStats s;
   // old channels-last value (a concat, a pooling of one) -> its blocked replacement
   std::unordered_map<const ir::Value*, ir::Value*> blocked_of;
@@ -59,14 +59,14 @@ std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats
   // read one from_blocked of its blocked replacement (dead, and removed by dce, when none does).
   auto add_channels_last_view = [&](const ir::Node& n, ir::Value* blocked, GraphCopy& copy) {
     bool channels_last_user = outs.count(n.output()) != 0;
-    for (const ir::Node* u : n.output()->users()) channels_last_user |= !is_op(u, "to_blocked");
+    for (const ir::Node* u : n.output()->users()) channels_last_user |= !is_op(u, cpu_ops().to_blocked);
     if (!channels_last_user) return;
     ir::ValueType t = rule_type(from_op, {blocked}, Attrs{});
     if (n.output()->type().strides.empty()) t.strides = {};
     copy.map[n.output()] = copy.graph->add_node(from_op, {blocked}, Attrs{}, {t})->output();
   };
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
-    if (is_op(&n, "to_blocked")) {
+    if (is_op(&n, cpu_ops().to_blocked)) {
       auto it = blocked_of.find(n.inputs()[0]);
       if (it == blocked_of.end() ||
           it->second->type().sizes[4].maybe_int() != n.attrs().get_int("block"))
@@ -75,7 +75,7 @@ std::unique_ptr<ir::Graph> concat_blocked(const ir::Graph& g, ConcatBlockedStats
       ++s.reorders_removed;
       return true;
     }
-    if (is_op(&n, "max_pool2d")) {
+    if (is_op(&n, cpu_ops().max_pool2d)) {
       // Pooling a blocked concat (squeezenet's Fire outputs): pool the blocked value itself.
       auto it = blocked_of.find(n.inputs()[0]);
       const ir::ValueType& t = n.output()->type();

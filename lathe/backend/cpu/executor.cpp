@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "lathe/backend/cpu/cpu_options.h"
+#include "lathe/backend/cpu/kernel_table.h"
 #include "lathe/backend/cpu/memory_plan.h"
 #include "lathe/backend/symbolic_attrs.h"
 
@@ -17,6 +18,8 @@ namespace {
 
 struct Step {
   const OpDef* op;
+  const CpuKernelInfo* cpu = nullptr;  // the op's entry in the cpu kernel table, or null
+  int in_place_input = -1;             // CpuKernelInfo::in_place_input
   Attrs attrs;
   std::vector<SymbolicAttr> symbolic;  // empty for most nodes
   std::vector<int> inputs;             // slot per input, -1 for an undefined optional tensor
@@ -43,7 +46,7 @@ struct SlotPlan {
 struct StepPlan {
   std::vector<TensorMeta> metas;  // the shape rule's result for this shape
   Attrs attrs;                    // symbols substituted (used when the step has symbolic attrs)
-  bool use_out = false;           // run OpDef::out_kernel into arena / fresh outputs
+  bool use_out = false;           // run CpuKernelInfo::out_kernel into arena / fresh outputs
   bool has_view_meta = false;     // some output is a view: its offset follows input 0's
   int64_t input0_offset = 0;      // input 0's storage offset when the metas were recorded
   bool skip = false;              // a concat whose inputs were written into its slices
@@ -101,6 +104,8 @@ class Executor final : public PlannedExecutable {
     for (const ir::Node* n : g.nodes()) {
       Step s;
       s.op = &n->op();
+      s.cpu = cpu_kernel(s.op);
+      if (s.cpu) s.in_place_input = s.cpu->in_place_input;
       s.attrs = n->attrs();
       s.name = lathe::detail::str(n->name(), " (", n->op().name, ")");
       s.symbolic = find_symbolic_attrs(s.attrs);
@@ -229,7 +234,7 @@ class Executor final : public PlannedExecutable {
           all_fresh &= fresh[o];
         }
       }
-      sp.use_out = all_fresh && s.op->out_kernel != nullptr;
+      sp.use_out = all_fresh && s.cpu && s.cpu->out_kernel;
     }
     std::vector<Tensor> result;
     result.reserve(outputs_.size());
@@ -270,8 +275,8 @@ class Executor final : public PlannedExecutable {
     const size_t concats_in_place =
         place_concat_inputs(plan, slots, parent, eligible, fresh, first, last, inner_offset);
     // In place: a pointwise step writes over an input buffer that dies at it (a fused conv or
-    // linear over its residual, OpDef::in_place_input), when the input is that buffer itself
-    // (no view) with the output's exact layout, and no other input of the step reads the buffer.
+    // linear over its residual, CpuKernelInfo::in_place_input), when the input is that buffer
+    // itself (no view) with the output's exact layout, and no other input of the step reads it.
     // whole[s]: s is its buffer's full value (the buffer's own, or written in place over it).
     std::vector<bool> whole(n, false);
     for (int s = 0; s < n; ++s) whole[s] = eligible[s] && find_root(parent, s) == s;
@@ -279,7 +284,7 @@ class Executor final : public PlannedExecutable {
     for (size_t k = 0; k < steps_.size(); ++k) {
       const Step& s = steps_[k];
       const bool pointwise = s.op->category == OpCategory::pointwise;
-      if (!plan.steps[k].use_out || (!pointwise && s.op->in_place_input < 0) ||
+      if (!plan.steps[k].use_out || (!pointwise && s.in_place_input < 0) ||
           s.outputs.size() != 1)
         continue;
       const int o = s.outputs[0];
@@ -287,7 +292,7 @@ class Executor final : public PlannedExecutable {
       const Tensor& out = slots[o];
       for (size_t j = 0; j < s.inputs.size(); ++j) {
         const int i = s.inputs[j];
-        if (!pointwise && static_cast<int>(j) != s.op->in_place_input) continue;
+        if (!pointwise && static_cast<int>(j) != s.in_place_input) continue;
         if (i < 0 || !whole[i]) continue;
         const int r = find_root(parent, i);
         if (last[r] != static_cast<int>(k)) continue;
@@ -538,7 +543,7 @@ class Executor final : public PlannedExecutable {
             const SlotPlan& p = plan.slots[s.outputs[o]];
             outs[o] = p.in_arena ? slots[s.outputs[o]] : empty_strided(p.sizes, p.strides, p.dtype);
           }
-          s.op->out_kernel(args, attrs, *metas, outs);
+          s.cpu->out_kernel(args, attrs, *metas, outs);
           for (size_t o = 0; o < s.outputs.size(); ++o)
             if (!plan.slots[s.outputs[o]].in_arena) slots[s.outputs[o]] = std::move(outs[o]);
           arena->storage->bump_version();

@@ -77,11 +77,11 @@ std::unique_ptr<ir::Graph> fold_batch_norm(const ir::Graph& g, GraphConstants& c
   std::unordered_map<const ir::Node*, Fold> by_bn;
   std::unordered_set<const ir::Node*> absorbed;
   for (const ir::Node* conv : g.nodes()) {
-    if (!is_op(conv, "conv2d")) continue;
+    if (!is_op(conv, cpu_ops().conv2d)) continue;
     const ir::Value* y = conv->output();
     if (y->users().size() != 1 || outs.count(y)) continue;
     const ir::Node* bn = y->users()[0];
-    if (!is_op(bn, "batch_norm") || bn->inputs()[0] != y || bn->attrs().get_bool("training"))
+    if (!is_op(bn, cpu_ops().batch_norm) || bn->inputs()[0] != y || bn->attrs().get_bool("training"))
       continue;
     const auto& ci = conv->inputs();
     const auto& bi = bn->inputs();

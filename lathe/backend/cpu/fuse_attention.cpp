@@ -41,13 +41,13 @@ Chain match_chain(const ir::Node* mm, const ChainLimits& limits) {
   std::vector<const ir::Node*> nodes{mm};
   const ir::Value* x = mm->output();
   const ir::Node* next = sole_user(x, limits);
-  if (is_op(next, "mul") && !next->attrs().has("alpha")) {
+  if (is_op(next, cpu_ops().mul) && !next->attrs().has("alpha")) {
     if ((c.scale = scalar_operand(next, x, false))) {
       nodes.push_back(next);
       x = next->output();
       next = sole_user(x, limits);
     }
-  } else if (is_op(next, "div")) {
+  } else if (is_op(next, cpu_ops().div)) {
     if ((c.scale = scalar_operand(next, x, true))) {
       c.divide = true;
       nodes.push_back(next);
@@ -55,7 +55,7 @@ Chain match_chain(const ir::Node* mm, const ChainLimits& limits) {
       next = sole_user(x, limits);
     }
   }
-  if (is_op(next, "add") && next->inputs().size() == 2 &&
+  if (is_op(next, cpu_ops().add) && next->inputs().size() == 2 &&
       (!next->attrs().has("alpha") || next->attrs().get_double("alpha") == 1.0)) {
     const ir::Value* m = next->inputs()[0] == x ? next->inputs()[1] : next->inputs()[0];
     if (m != x && m->type().dtype == DType::f32 && m->type().sizes.size() <= 4 &&
@@ -66,13 +66,13 @@ Chain match_chain(const ir::Node* mm, const ChainLimits& limits) {
       next = sole_user(x, limits);
     }
   }
-  if (!is_op(next, "softmax")) return c;
+  if (!is_op(next, cpu_ops().softmax)) return c;
   const int64_t dim = next->attrs().get_int("dim");
   if (dim != -1 && dim != 3) return c;
   nodes.push_back(next);
   x = next->output();
   next = sole_user(x, limits);
-  if (!is_op(next, "matmul") || next->inputs()[0] != x || next->inputs()[1] == x) return c;
+  if (!is_op(next, cpu_ops().matmul) || next->inputs()[0] != x || next->inputs()[1] == x) return c;
   const ir::Value* v = next->inputs()[1];
   if (!is_f32_rank(v, 4) || !is_f32_rank(next->output(), 4)) return c;
   nodes.push_back(next);
@@ -88,7 +88,7 @@ const ir::Node* head_transpose(const ir::Graph& g, const ir::Value* y) {
   for (const ir::Value* o : g.outputs())
     if (o == y) return nullptr;
   const ir::Node* p = y->users()[0];
-  if (!is_op(p, "permute") || p->attrs().get_ints("dims") != std::vector<int64_t>{0, 2, 1, 3})
+  if (!is_op(p, cpu_ops().permute) || p->attrs().get_ints("dims") != std::vector<int64_t>{0, 2, 1, 3})
     return nullptr;
   return p;
 }
@@ -96,9 +96,9 @@ const ir::Node* head_transpose(const ir::Graph& g, const ir::Value* y) {
 }  // namespace
 
 std::unique_ptr<ir::Graph> fuse_attention(const ir::Graph& g, FuseAttentionStats* stats) {
-  const OpDef& fused_op = LATHE_OP("sdpa_fused");
+  const OpDef& fused_op = *cpu_ops().sdpa_fused;
   std::unordered_set<const ir::Node*> absorbed;
-  auto by_last = collect_chains<Chain>(g, "matmul", match_chain, absorbed);
+  auto by_last = collect_chains<Chain>(g, cpu_ops().matmul, match_chain, absorbed);
 
   FuseAttentionStats s;
   std::unordered_set<const ir::Node*> transposes;  // permutes the fused node absorbs

@@ -35,7 +35,7 @@ Chain match_chain(const ir::Node* conv, const ChainLimits& limits) {
   c.nodes.push_back(conv);
   const ir::Value* v = conv->output();
   const ir::Node* next = sole_user(v, limits);
-  if (is_op(next, "batch_norm") && next->inputs()[0] == v && !next->attrs().get_bool("training") &&
+  if (is_op(next, cpu_ops().batch_norm) && next->inputs()[0] == v && !next->attrs().get_bool("training") &&
       next->inputs()[1] && next->inputs()[2]) {
     c.bn = next;
     c.nodes.push_back(next);
@@ -69,10 +69,10 @@ bool writes_inside(const std::vector<const ir::Node*>& chain, const std::vector<
 }
 
 std::unique_ptr<ir::Graph> fuse_conv(const ir::Graph& g, FuseConvStats* stats) {
-  const OpDef& fused_op = LATHE_OP("conv2d_fused");
+  const OpDef& fused_op = *cpu_ops().conv2d_fused;
   // Chains by their last node; nodes inside a chain are skipped when copying.
   std::unordered_set<const ir::Node*> absorbed;
-  auto by_last = collect_chains<Chain>(g, "conv2d", match_chain, absorbed);
+  auto by_last = collect_chains<Chain>(g, cpu_ops().conv2d, match_chain, absorbed);
 
   FuseConvStats s;
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {

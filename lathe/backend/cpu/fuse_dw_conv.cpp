@@ -17,7 +17,7 @@ namespace {
 
 // A conv2d_blocked with no residual, no second activation and the direct algorithm.
 bool plain_blocked_conv(const ir::Node* n) {
-  if (!is_op(n, "conv2d_blocked") || n->inputs().size() != 4 || n->inputs()[3]) return false;
+  if (!is_op(n, cpu_ops().conv2d_blocked) || n->inputs().size() != 4 || n->inputs()[3]) return false;
   const Attrs& a = n->attrs();
   if (a.get_string("act2") != "none") return false;
   return !a.has("algorithm") || a.get_string("algorithm") == "direct";
@@ -109,7 +109,7 @@ std::unique_ptr<ir::Graph> fuse_dw_conv(const ir::Graph& g, FuseDwConvStats* sta
     pair_of[dw] = pw;
     absorbed.insert(pw);
   }
-  const OpDef& fused_op = LATHE_OP("conv2d_1x1_dw_blocked");
+  const OpDef& fused_op = *cpu_ops().conv2d_1x1_dw_blocked;
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
     if (absorbed.count(&n)) return true;  // emitted with its depthwise reader
     auto it = pair_of.find(&n);

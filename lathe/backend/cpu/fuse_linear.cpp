@@ -45,10 +45,10 @@ Chain match_chain(const ir::Node* linear, const ChainLimits& limits) {
 }  // namespace
 
 std::unique_ptr<ir::Graph> fuse_linear(const ir::Graph& g, FuseLinearStats* stats) {
-  const OpDef& fused_op = LATHE_OP("linear_fused");
+  const OpDef& fused_op = *cpu_ops().linear_fused;
   // Chains by their last node; nodes inside a chain are skipped when copying.
   std::unordered_set<const ir::Node*> absorbed;
-  auto by_last = collect_chains<Chain>(g, "linear", match_chain, absorbed);
+  auto by_last = collect_chains<Chain>(g, cpu_ops().linear, match_chain, absorbed);
 
   FuseLinearStats s;
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {

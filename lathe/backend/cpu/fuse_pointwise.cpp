@@ -14,10 +14,11 @@ namespace {
 
 // The instruction of n, when n can be part of a fused program.
 std::optional<kernels::PwInstr> instr_of(const ir::Node* n) {
-  const OpDef& op = n->op();
-  if (!op.pointwise_instr || n->outputs().size() != 1 || n->has_side_effects()) return std::nullopt;
+  const CpuKernelInfo* k = cpu_kernel(&n->op());
+  if (!k || !k->pointwise_instr || n->outputs().size() != 1 || n->has_side_effects())
+    return std::nullopt;
   if (n->output()->type().dtype != DType::f32) return std::nullopt;
-  std::optional<kernels::PwInstr> in = op.pointwise_instr(n->attrs());
+  std::optional<kernels::PwInstr> in = k->pointwise_instr(n->attrs());
   if (!in || static_cast<int>(n->inputs().size()) != kernels::pw_arity(in->op)) return std::nullopt;
   for (const ir::Value* v : n->inputs())
     if (!v || v->type().dtype != DType::f32) return std::nullopt;
@@ -84,7 +85,7 @@ std::unique_ptr<ir::Graph> fuse_pointwise(const ir::Graph& g, FusePointwiseStats
       if (m != root) absorbed.insert(m);
 
   FusePointwiseStats s;
-  const OpDef& fused_op = LATHE_OP("pointwise_fused");
+  const OpDef& fused_op = *cpu_ops().pointwise_fused;
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
     if (absorbed.count(&n)) return true;  // computed inside its group's program
     auto it = groups.find(&n);

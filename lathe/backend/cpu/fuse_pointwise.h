@@ -4,7 +4,7 @@
 //
 //   a --mul--> t1 --add(b)--> t2 --gelu--> y      =>      y = pointwise_fused(a, b; program)
 //
-// A node joins when its op has a fused form for its attributes (OpDef::pointwise_instr), its
+// A node joins when its op has a fused form for its attributes (CpuKernelInfo::pointwise_instr), its
 // inputs and output are f32, and it is not alone: a producer joins its user's group when the
 // value between them has that user only, is no graph output, and has the user's output sizes
 // (inputs of the group may broadcast; intermediates never do). The group's result keeps the

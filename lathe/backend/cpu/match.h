@@ -6,16 +6,21 @@
 #include <unordered_set>
 #include <vector>
 
+#include "lathe/backend/cpu/kernel_table.h"
+#include "lathe/backend/cpu/op_handles.h"
 #include "lathe/ir/graph.h"
 
 namespace lathe::backend::cpu {
 
-inline bool is_op(const ir::Node* n, const char* name) { return n && n->op().name == name; }
+// True when n is a node of op (a handle from cpu_ops(): a pointer compare).
+inline bool is_op(const ir::Node* n, const OpDef* op) { return n && &n->op() == op; }
 
-// The post-op form of n (OpDef::post_op) when n reads v as its only input; else nullopt.
+// The post-op form of n (CpuKernelInfo::post_op) when n reads v as its only input; else nullopt.
 inline std::optional<PostOp> post_op_of(const ir::Node* n, const ir::Value* v) {
-  if (!n || !n->op().post_op || n->inputs().size() != 1 || n->inputs()[0] != v) return std::nullopt;
-  return n->op().post_op(n->attrs());
+  if (!n || n->inputs().size() != 1 || n->inputs()[0] != v) return std::nullopt;
+  const CpuKernelInfo* k = cpu_kernel(&n->op());
+  if (!k || !k->post_op) return std::nullopt;
+  return k->post_op(n->attrs());
 }
 
 // What a chain may grow into: the graph outputs (values that must stay) and the nodes earlier
@@ -49,7 +54,7 @@ inline bool same_sizes(const Shape& a, const Shape& b) {
 // An add of v and another value r with alpha 1, where r has v's (and the sum's) exact sizes,
 // dtype and device: the residual add a fused node can take as a sum post-op. Returns r or null.
 inline const ir::Value* residual_operand(const ir::Node* add, const ir::Value* v) {
-  if (!is_op(add, "add") || add->inputs().size() != 2) return nullptr;
+  if (!is_op(add, cpu_ops().add) || add->inputs().size() != 2) return nullptr;
   if (add->attrs().has("alpha") && add->attrs().get_double("alpha") != 1.0) return nullptr;
   const ir::Value* r = add->inputs()[0] == v ? add->inputs()[1] : add->inputs()[0];
   const ir::ValueType& rt = r->type();
@@ -71,7 +76,7 @@ bool writes_inside(const std::vector<const ir::Node*>& chain, const std::vector<
 // `absorbed`.
 template <class Chain, class Match>
 std::unordered_map<const ir::Node*, Chain> collect_chains(
-    const ir::Graph& g, const char* root, Match match,
+    const ir::Graph& g, const OpDef* root, Match match,
     std::unordered_set<const ir::Node*>& absorbed) {
   std::unordered_set<const ir::Value*> outs(g.outputs().begin(), g.outputs().end());
   std::vector<ir::Node*> order = g.nodes();

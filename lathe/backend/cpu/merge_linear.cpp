@@ -17,8 +17,8 @@ struct Group {
 
 // The activation of a mergeable linear node ("none" for linear), or "" when it cannot merge.
 std::string mergeable_act(const ir::Node* n) {
-  if (is_op(n, "linear")) return "none";
-  if (is_op(n, "linear_fused") && n->inputs().size() == 4 && n->inputs()[3] == nullptr)
+  if (is_op(n, cpu_ops().linear)) return "none";
+  if (is_op(n, cpu_ops().linear_fused) && n->inputs().size() == 4 && n->inputs()[3] == nullptr)
     return n->attrs().get_string("act");
   return "";
 }
@@ -90,8 +90,8 @@ std::unique_ptr<ir::Graph> merge_linear(const ir::Graph& g, GraphConstants& cons
     t.strides = {};
     ir::Value* x = copy[n.inputs()[0]];
     ir::Node* merged = grp.act == "none"
-                           ? copy.graph->add_node(LATHE_OP("linear"), {x, wv, bv}, Attrs{}, {t})
-                           : copy.graph->add_node(LATHE_OP("linear_fused"), {x, wv, bv, nullptr},
+                           ? copy.graph->add_node(*cpu_ops().linear, {x, wv, bv}, Attrs{}, {t})
+                           : copy.graph->add_node(*cpu_ops().linear_fused, {x, wv, bv, nullptr},
                                                   Attrs{{"act", grp.act}}, {t});
     int64_t start = 0;
     for (size_t i = 0; i < grp.members.size(); ++i) {
@@ -101,7 +101,7 @@ std::unique_ptr<ir::Graph> merge_linear(const ir::Graph& g, GraphConstants& cons
       Attrs a{
           {"dim", rank - 1}, {"start", start}, {"end", start + widths[i]}, {"step", int64_t{1}}};
       ir::Node* slice =
-          copy.graph->add_node(LATHE_OP("slice"), {merged->output()}, std::move(a), {st});
+          copy.graph->add_node(*cpu_ops().slice, {merged->output()}, std::move(a), {st});
       copy.map[old] = slice->output();
       start += widths[i];
     }

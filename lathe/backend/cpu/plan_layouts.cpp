@@ -31,13 +31,13 @@ bool all_static(const ir::Value* v) {
 
 // The residual a candidate reads (conv2d_fused only).
 const ir::Value* residual_of(const ir::Node* n) {
-  return is_op(n, "conv2d_fused") ? n->inputs()[kResidual] : nullptr;
+  return is_op(n, cpu_ops().conv2d_fused) ? n->inputs()[kResidual] : nullptr;
 }
 
 bool is_candidate(const ir::Node* n, int64_t B) {
-  if (!is_op(n, "conv2d_fused") && !is_op(n, "conv2d")) return false;
+  if (!is_op(n, cpu_ops().conv2d_fused) && !is_op(n, cpu_ops().conv2d)) return false;
   const auto& in = n->inputs();
-  if (is_op(n, "conv2d_fused") && (in[kMean] || in[kVar] || in[kGamma] || in[kBeta])) return false;
+  if (is_op(n, cpu_ops().conv2d_fused) && (in[kMean] || in[kVar] || in[kGamma] || in[kBeta])) return false;
   const ir::Value* x = in[kX];
   const ir::Value* w = in[kWeight];
   if (x->type().dtype != DType::f32 || x->type().sizes.size() != 4 || !all_static(x) ||
@@ -58,9 +58,9 @@ bool is_candidate(const ir::Node* n, int64_t B) {
 // as it is (nchw) and write the blocked layout itself, so a region may start there without a
 // reorder of its large output.
 bool is_stem(const ir::Node* n, int64_t B) {
-  if (!is_op(n, "conv2d_fused") && !is_op(n, "conv2d")) return false;
+  if (!is_op(n, cpu_ops().conv2d_fused) && !is_op(n, cpu_ops().conv2d)) return false;
   const auto& in = n->inputs();
-  if (is_op(n, "conv2d_fused") &&
+  if (is_op(n, cpu_ops().conv2d_fused) &&
       (in[kMean] || in[kVar] || in[kGamma] || in[kBeta] || in[kResidual]))
     return false;
   const ir::Value* x = in[kX];
@@ -79,7 +79,7 @@ bool is_stem(const ir::Node* n, int64_t B) {
 // would move the reorder onto its larger input).
 bool is_pool_candidate(const ir::Node* n, int64_t B,
                        const std::unordered_set<const ir::Node*>& convs) {
-  if (!is_op(n, "max_pool2d")) return false;
+  if (!is_op(n, cpu_ops().max_pool2d)) return false;
   const ir::Value* x = n->inputs()[kX];
   if (x->type().dtype != DType::f32 || x->type().sizes.size() != 4 || !all_static(x) ||
       !all_static(n->output()) || *static_size(x, 1) % B != 0 || !convs.count(x->producer()))
@@ -91,7 +91,7 @@ bool is_pool_candidate(const ir::Node* n, int64_t B,
 // Whether candidate u reads y as its activation (a convolution's input or residual, a pooling's
 // input), not as a weight or bias.
 bool reads_as_activation(const ir::Node* u, const ir::Value* y) {
-  if (is_op(u, "max_pool2d")) return u->inputs()[kX] == y;
+  if (is_op(u, cpu_ops().max_pool2d)) return u->inputs()[kX] == y;
   return u->inputs()[kWeight] != y && u->inputs()[kBias] != y;
 }
 
@@ -128,8 +128,8 @@ struct ConvCost {
   int block = 0;  // the layout it runs on (conv2d_blocked: its block)
 };
 std::optional<ConvCost> conv_cost(const ir::Node* n) {
-  const bool blocked = is_op(n, "conv2d_blocked");
-  if (!blocked && !is_op(n, "conv2d_fused") && !is_op(n, "conv2d")) return std::nullopt;
+  const bool blocked = is_op(n, cpu_ops().conv2d_blocked);
+  if (!blocked && !is_op(n, cpu_ops().conv2d_fused) && !is_op(n, cpu_ops().conv2d)) return std::nullopt;
   const ir::Value* x = n->inputs()[kX];
   const ir::Value* w = n->inputs()[kWeight];
   const ir::Value* y = n->output();
@@ -398,10 +398,10 @@ std::unique_ptr<ir::Graph> plan_layouts(
 
   PlanLayoutsStats s;
   s.block = block;
-  const OpDef& conv_op = LATHE_OP("conv2d_blocked");
-  const OpDef& pool_op = LATHE_OP("max_pool2d_blocked");
-  const OpDef& to_op = LATHE_OP("to_blocked");
-  const OpDef& from_op = LATHE_OP("from_blocked");
+  const OpDef& conv_op = *cpu_ops().conv2d_blocked;
+  const OpDef& pool_op = *cpu_ops().max_pool2d_blocked;
+  const OpDef& to_op = *cpu_ops().to_blocked;
+  const OpDef& from_op = *cpu_ops().from_blocked;
   std::unordered_map<const ir::Value*, ir::Value*> as_blocked;  // old value -> new blocked one
   auto blocked_type = [B](const ir::ValueType& t) {
     ir::ValueType b = t;
@@ -445,7 +445,7 @@ std::unique_ptr<ir::Graph> plan_layouts(
     Attrs attrs;
     for (const auto& [name, value] : n.attrs().items())
       if (std::string(name) != "eps") attrs.set(name, value);
-    if (is_op(&n, "conv2d")) {  // a plain convolution: no post-ops
+    if (is_op(&n, cpu_ops().conv2d)) {  // a plain convolution: no post-ops
       attrs.set("act", std::string("none")).set("act_min", 0.0).set("act_max", 0.0);
       attrs.set("act2", std::string("none")).set("act2_min", 0.0).set("act2_max", 0.0);
     }
