@@ -211,6 +211,26 @@ void add_into(std::vector<Tensor>& slots, int index, const Tensor& g) {
   slot = slot.defined() ? add(slot, g) : g;
 }
 
+// The gradient backward starts root `r` from: `g`, or ones for a one-element root; checked.
+Tensor root_gradient(const Tensor& root, Tensor g, size_t r) {
+  LATHE_CHECK(root.defined(), "[backward] tensor ", r, " is undefined");
+  LATHE_CHECK(root.requires_grad(), "[backward] element ", r,
+              " of tensors does not require grad and does not have a grad_fn (",
+              root.shape_string(),
+              "): mark an input with set_requires_grad(true) before computing it, outside any "
+              "NoGradGuard");
+  if (!g.defined()) {
+    LATHE_CHECK(root.numel() == 1,
+                "[backward] grad can be implicitly created only for "
+                "one-element outputs; pass a gradient for ",
+                root.shape_string());
+    return detail::on_device_of(ones(root.sizes(), root.dtype()), root);
+  }
+  LATHE_CHECK(g.shape() == root.shape(), "[backward] gradient ", g.shape_string(),
+              " does not match the shape of the tensor ", root.shape_string());
+  return g;
+}
+
 }  // namespace
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
@@ -226,23 +246,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   std::vector<Tensor> root_grads;
   for (size_t r = 0; r < roots.size(); ++r) {
     const Tensor& root = roots[r];
-    LATHE_CHECK(root.defined(), "[backward] tensor ", r, " is undefined");
-    LATHE_CHECK(root.requires_grad(), "[backward] element ", r,
-                " of tensors does not require grad and does not have a grad_fn (",
-                root.shape_string(),
-                "): mark an input with set_requires_grad(true) before computing it, outside any "
-                "NoGradGuard");
-    Tensor g = grads.empty() ? Tensor() : grads[r];
-    if (!g.defined()) {
-      LATHE_CHECK(root.numel() == 1,
-                  "[backward] grad can be implicitly created only for "
-                  "one-element outputs; pass a gradient for ",
-                  root.shape_string());
-      g = detail::on_device_of(ones(root.sizes(), root.dtype()), root);
-    } else {
-      LATHE_CHECK(g.shape() == root.shape(), "[backward] gradient ", g.shape_string(),
-                  " does not match the shape of the tensor ", root.shape_string());
-    }
+    Tensor g = root_gradient(root, grads.empty() ? Tensor() : grads[r], r);
     if (is_leaf_impl(root.impl())) {
       accumulate_into_leaf(root.impl_ptr(), g);
       continue;

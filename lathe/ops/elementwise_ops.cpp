@@ -281,7 +281,35 @@ std::vector<Tensor> relu_inplace_kernel(TensorList in, const Attrs&,
 }  // namespace
 
 namespace detail {
-void register_elementwise_ops(OpRegistry& r) {
+// mul_scalar, where, and the in-place ops (add_, mul_scalar_, relu_).
+static void register_scalar_where_and_in_place_ops(OpRegistry& r) {
+  using T = AttrType;
+  // The functional form of mul_scalar_: x * other in x's dtype.
+  r.add(detail::define_op("mul_scalar", 1, mul_scalar_rule, mul_scalar_kernel,
+                          OpCategory::pointwise, {detail::required("other", T::real)}));
+
+  {
+    OpDef where = detail::define_op("where", 3, where_rule, allocating(where_out_kernel),
+                                    OpCategory::pointwise, {});
+    r.add(std::move(where), where_out_kernel);
+  }
+  auto in_place = [&](const char* name, int inputs, EagerKernel kernel, const char* functional,
+                      std::vector<AttrSpec> attrs) {
+    OpDef op = detail::define_op(name, inputs, inplace_rule, std::move(kernel),
+                                 OpCategory::in_place, std::move(attrs));
+    op.mutated_inputs = {0};
+    op.output_aliases = {0};
+    op.functional_variant = functional;
+    r.add(std::move(op));
+  };
+  in_place("add_", 2, add_inplace_kernel, "add", {detail::required("alpha", T::real)});
+  in_place("mul_scalar_", 1, mul_scalar_inplace_kernel, "mul_scalar",
+           {detail::required("other", T::real)});
+  in_place("relu_", 1, relu_inplace_kernel, "relu", {});
+}
+
+// The binary arithmetic and comparison ops.
+static void register_binary_ops(OpRegistry& r) {
   add_binary(
       r, "add", BinKind::arith, [](auto x, auto y, auto al) { return x + al * y; }, true);
   add_binary(
@@ -297,6 +325,10 @@ void register_elementwise_ops(OpRegistry& r) {
   add_binary(r, "le", BinKind::compare, [](auto x, auto y, auto) { return x <= y; });
   add_binary(r, "gt", BinKind::compare, [](auto x, auto y, auto) { return x > y; });
   add_binary(r, "ge", BinKind::compare, [](auto x, auto y, auto) { return x >= y; });
+}
+
+void register_elementwise_ops(OpRegistry& r) {
+  register_binary_ops(r);
 
   using A = const Attrs&;
   const auto K = UnaryKind::keep;
@@ -383,28 +415,7 @@ void register_elementwise_ops(OpRegistry& r) {
         LATHE_CHECK(a.has("min") || a.has("max"),
                     "[clamp] at least one of min and max must be given");
       });
-  // The functional form of mul_scalar_: x * other in x's dtype.
-  r.add(detail::define_op("mul_scalar", 1, mul_scalar_rule, mul_scalar_kernel,
-                          OpCategory::pointwise, {detail::required("other", T::real)}));
-
-  {
-    OpDef where = detail::define_op("where", 3, where_rule, allocating(where_out_kernel),
-                                    OpCategory::pointwise, {});
-    r.add(std::move(where), where_out_kernel);
-  }
-  auto in_place = [&](const char* name, int inputs, EagerKernel kernel, const char* functional,
-                      std::vector<AttrSpec> attrs) {
-    OpDef op = detail::define_op(name, inputs, inplace_rule, std::move(kernel),
-                                 OpCategory::in_place, std::move(attrs));
-    op.mutated_inputs = {0};
-    op.output_aliases = {0};
-    op.functional_variant = functional;
-    r.add(std::move(op));
-  };
-  in_place("add_", 2, add_inplace_kernel, "add", {detail::required("alpha", T::real)});
-  in_place("mul_scalar_", 1, mul_scalar_inplace_kernel, "mul_scalar",
-           {detail::required("other", T::real)});
-  in_place("relu_", 1, relu_inplace_kernel, "relu", {});
+  register_scalar_where_and_in_place_ops(r);
 }
 }  // namespace detail
 

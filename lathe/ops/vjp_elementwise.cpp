@@ -30,6 +30,8 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
 }  // namespace
 
+void register_unary_vjps(OpRegistry& r);
+
 void register_elementwise_vjps(OpRegistry& r) {
   set_vjp(r, "add", {},
           [](TensorList in, TensorList, TensorList g, const Attrs& a, const Needs& n) {
@@ -97,8 +99,11 @@ void register_elementwise_vjps(OpRegistry& r) {
           [](TensorList, TensorList, TensorList g, const Attrs& a, const Needs&) {
             return G{mul(g[0], a.get_double("other"))};
           });
+  register_unary_vjps(r);
+}
 
-  // ---- unary ----
+// The unary ops' vjps (X: reads the input; Y: reads the output).
+void register_unary_vjps(OpRegistry& r) {
   const VjpReads X{{0}}, Y{{}, true};
   unary(r, "neg", {}, [](auto&, auto&, const Tensor& g, auto&) { return neg(g); });
   unary(r, "abs", X,

@@ -377,6 +377,20 @@ Selection select_nodes(const ir::Graph& g, int block, bool winograd,
 
 }  // namespace
 
+namespace {
+
+// The type of a 4-d static value in the blocked layout [N, C/B, H, W, B].
+ir::ValueType blocked_value_type(const ir::ValueType& t, int64_t B) {
+  ir::ValueType b = t;
+  const Shape& z = t.sizes;
+  b.sizes =
+      to_shape({*z[0].maybe_int(), *z[1].maybe_int() / B, *z[2].maybe_int(), *z[3].maybe_int(), B});
+  b.strides = contiguous_strides(b.sizes);
+  return b;
+}
+
+}  // namespace
+
 std::unique_ptr<ir::Graph> plan_layouts(
     const ir::Graph& g, PlanLayoutsStats* stats, int block, bool winograd,
     const std::unordered_set<const ir::Value*>* constant_weights,
@@ -403,14 +417,7 @@ std::unique_ptr<ir::Graph> plan_layouts(
   const OpDef& to_op = *cpu_ops().to_blocked;
   const OpDef& from_op = *cpu_ops().from_blocked;
   std::unordered_map<const ir::Value*, ir::Value*> as_blocked;  // old value -> new blocked one
-  auto blocked_type = [B](const ir::ValueType& t) {
-    ir::ValueType b = t;
-    const Shape& z = t.sizes;
-    b.sizes = to_shape(
-        {*z[0].maybe_int(), *z[1].maybe_int() / B, *z[2].maybe_int(), *z[3].maybe_int(), B});
-    b.strides = contiguous_strides(b.sizes);
-    return b;
-  };
+  auto blocked_type = [B](const ir::ValueType& t) { return blocked_value_type(t, B); };
   // A converted node's blocked result y; readers outside the region get one from_blocked of it.
   auto bind_result = [&](const ir::Node& n, ir::Value* y, GraphCopy& copy) {
     as_blocked.emplace(n.output(), y);
