@@ -117,7 +117,7 @@ class InterpreterExecutable final : public Executable {
   static std::vector<Tensor> execute(const Step& s, const std::vector<Tensor>& args,
                                      const Attrs& attrs) {
     std::vector<TensorMeta> metas = s.op->shape(args, attrs);
-    std::vector<Tensor> outs = s.op->kernel(args, attrs, metas);
+    std::vector<Tensor> outs = run_eager_kernel(*s.op, args, attrs, metas);
     for (int i : s.op->mutated_inputs)
       if (i < static_cast<int>(args.size()) && args[i].defined() && s.op->mutates(attrs, i))
         args[i].bump_version();

@@ -163,7 +163,7 @@ void fill_indexed(const Tensor& t, const char* what, uint64_t seed, uint64_t fir
   if (n == 0) return;
   const std::vector<int64_t> sz = t.shape(), st = t.int_strides();
   const bool dense = t.is_contiguous();
-  LATHE_DISPATCH_ALL(t.dtype(), what, [&] {
+  LATHE_DISPATCH_ALL_AND_HALF(t.dtype(), what, [&] {
     fill_chunks<scalar_t, V>(static_cast<scalar_t*>(t.raw_data()), sz, st, dense, n, seed, first,
                              draw);
   });

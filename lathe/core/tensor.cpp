@@ -133,7 +133,7 @@ std::vector<T> Tensor::to_vector() const {
   std::vector<T> out;
   out.reserve(numel());
   const char* base = static_cast<const char*>(raw_data());
-  LATHE_DISPATCH_ALL(dtype(), "to_vector", [&] {
+  LATHE_DISPATCH_ALL_AND_HALF(dtype(), "to_vector", [&] {
     const scalar_t* p = reinterpret_cast<const scalar_t*>(base);
     for_each_offset(shape(), int_strides(),
                     [&](int64_t off) { out.push_back(static_cast<T>(p[off])); });
@@ -182,7 +182,7 @@ std::vector<int64_t> shown_indices(int64_t n) {
 
 // Prints the element at an offset (in elements) from the tensor's data pointer.
 void print_element(std::ostream& os, const Tensor& t, int64_t offset) {
-  LATHE_DISPATCH_ALL(t.dtype(), "to_string", [&] {
+  LATHE_DISPATCH_ALL_AND_HALF(t.dtype(), "to_string", [&] {
     scalar_t v = static_cast<const scalar_t*>(t.raw_data())[offset];
     if (t.dtype() == DType::b8)
       os << (v ? "true" : "false");
@@ -336,7 +336,7 @@ static void fill_contiguous(const Tensor& t, double v) {
 
 Tensor full(const Shape& sizes, double value, DType dtype) {
   Tensor t = empty(sizes, dtype);
-  LATHE_DISPATCH_ALL(dtype, "full", [&] { fill_contiguous<scalar_t>(t, value); });
+  LATHE_DISPATCH_ALL_AND_HALF(dtype, "full", [&] { fill_contiguous<scalar_t>(t, value); });
   return t;
 }
 
@@ -348,7 +348,7 @@ Tensor arange(double start, double end, double step, DType dtype) {
   int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
   if (n < 0) n = 0;
   Tensor t = empty({n}, dtype);
-  LATHE_DISPATCH_ALL(dtype, "arange", [&] {
+  LATHE_DISPATCH_ALL_AND_HALF(dtype, "arange", [&] {
     scalar_t* p = t.data<scalar_t>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<scalar_t>(start + i * step);
   });

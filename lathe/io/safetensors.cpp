@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +13,6 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "lathe/io/half.h"
 #include "lathe/io/safetensors_header.h"
 #include "lathe/io/untrusted_text.h"
 
@@ -33,8 +31,8 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 // Lathe's dtype for a safetensors dtype that maps one to one; false for the others.
 bool native_dtype(const std::string& name, DType* out) {
   static const std::pair<const char*, DType> table[] = {
-      {"F32", DType::f32}, {"F64", DType::f64}, {"I64", DType::i64},
-      {"I32", DType::i32}, {"BOOL", DType::b8},
+      {"F32", DType::f32}, {"F64", DType::f64},   {"I64", DType::i64}, {"I32", DType::i32},
+      {"BOOL", DType::b8}, {"BF16", DType::bf16}, {"F16", DType::f16},
   };
   for (const auto& [n, dt] : table)
     if (name == n) {
@@ -56,6 +54,10 @@ const char* safetensors_dtype(DType dt) {
       return "I32";
     case DType::b8:
       return "BOOL";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
   }
   return nullptr;
 }
@@ -93,33 +95,6 @@ int open_regular_file(const std::string& path, uint64_t* size) {
   }
   *size = static_cast<uint64_t>(st.st_size);
   return fd;
-}
-
-// Total RAM plus swap: a buffer larger than this can never be filled.
-uint64_t memory_and_swap_bytes() {
-  struct sysinfo si;
-  if (sysinfo(&si) != 0) return std::numeric_limits<uint64_t>::max();
-  return (static_cast<uint64_t>(si.totalram) + si.totalswap) * si.mem_unit;
-}
-
-// A fresh f32 tensor for an F16/BF16 tensor of the file, whose size doubles in the conversion:
-// an allocation failure says which file and tensor and why it needs twice the file's bytes.
-Tensor allocate_widened(const std::string& path, const std::string& key, const TensorInfo& info) {
-  const uint64_t file_bytes = info.end - info.begin, f32_bytes = 2 * file_bytes;
-  auto refuse = [&](const std::string& why) {
-    fail(path, "tensor '", detail::printable(key), "': ", detail::str(info.dtype, info.shape),
-         " is converted to f32 on load (Lathe has no 16-bit float dtype), which doubles its ",
-         file_bytes, " bytes in the file to ", f32_bytes, " bytes: ", why);
-  };
-  const uint64_t available = memory_and_swap_bytes();
-  if (f32_bytes > available)
-    refuse(detail::str("more than this machine's memory and swap (", available, " bytes)"));
-  try {
-    return empty(to_shape(info.shape), DType::f32);
-  } catch (const Error& e) {
-    refuse(e.what());
-  }
-  return Tensor();  // not reached: refuse throws
 }
 
 }  // namespace
@@ -187,22 +162,10 @@ Tensor SafetensorsFile::get(const std::string& key) const {
   size_t nbytes = info.end - info.begin;
   Shape sizes = to_shape(info.shape);
 
-  if (info.dtype == "F16" || info.dtype == "BF16") {
-    Tensor t = allocate_widened(path_, key, info);
-    float* dst = nbytes ? t.data<float>() : nullptr;
-    size_t n = nbytes / 2;
-    bool bf16 = info.dtype == "BF16";
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, src + 2 * i, 2);
-      dst[i] = bf16 ? bf16_to_float(h) : half_to_float(h);
-    }
-    return t;
-  }
   DType dt;
   if (!native_dtype(info.dtype, &dt))
     fail(path_, "tensor '", detail::printable(key), "': unsupported dtype ", info.dtype,
-         " (Lathe loads F32, F64, I64, I32, BOOL, and F16/BF16 as f32)");
+         " (Lathe loads F32, F64, BF16, F16, I64, I32 and BOOL)");
   if (dt == DType::b8) {
     // Any byte but 0 and 1 is not a bool; reading it as one is undefined behaviour.
     for (size_t i = 0; i < nbytes; ++i)

@@ -44,9 +44,9 @@ class SafetensorsFile {
   const TensorInfo& info(const std::string& key) const;
   // The "__metadata__" string map (empty when the file has none).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  // The tensor named key. F32/F64/I64/I32/BOOL view the mapping (a copy only when the data is not
-  // aligned to the element size); F16/BF16 are converted to a fresh f32 tensor. Other dtypes
-  // throw "unsupported dtype".
+  // The tensor named key. F32/F64/BF16/F16/I64/I32/BOOL view the mapping in their own dtype (a
+  // copy only when the data is not aligned to the element size). Other dtypes throw
+  // "unsupported dtype".
   Tensor get(const std::string& key) const;
 
  private:

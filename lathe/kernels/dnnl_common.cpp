@@ -431,7 +431,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   LATHE_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "[copy] ",
               dst.shape_string(), " <- ", src.shape_string(), ": sizes and dtype must match");
   if (dst.numel() == 0) return;
-  LATHE_DISPATCH_ALL(dst.dtype(), "copy", [&] { copy_typed<scalar_t>(dst, src); });
+  LATHE_DISPATCH_ALL_AND_HALF(dst.dtype(), "copy", [&] { copy_typed<scalar_t>(dst, src); });
 }
 
 Tensor to_contiguous(const Tensor& t) {

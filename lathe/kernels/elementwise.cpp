@@ -30,9 +30,9 @@ void copy(const Tensor& dst, const Tensor& src) {
     }
     return;
   }
-  LATHE_DISPATCH_ALL(dst.dtype(), "copy", [&] {
+  LATHE_DISPATCH_ALL_AND_HALF(dst.dtype(), "copy", [&] {
     using Out = scalar_t;
-    LATHE_DISPATCH_ALL(src.dtype(), "copy", [&] {
+    LATHE_DISPATCH_ALL_AND_HALF(src.dtype(), "copy", [&] {
       using In = scalar_t;
       map1<Out, In>(dst, src, [](In v) { return static_cast<Out>(v); });
     });
@@ -40,7 +40,7 @@ void copy(const Tensor& dst, const Tensor& src) {
 }
 
 void fill(const Tensor& t, double v) {
-  LATHE_DISPATCH_ALL(t.dtype(), "fill", [&] {
+  LATHE_DISPATCH_ALL_AND_HALF(t.dtype(), "fill", [&] {
     scalar_t val = static_cast<scalar_t>(v);
     LoopPlan plan = make_loop_plan({t});
     run_loop(plan, [&](char** p, const int64_t* s, int64_t n) {

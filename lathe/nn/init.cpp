@@ -28,7 +28,7 @@ void constant_(const Tensor& t, double v) {
   std::vector<int64_t> sz = t.shape(), st = t.int_strides();
   int64_t n = t.numel();
   std::vector<int64_t> idx(sz.size(), 0);
-  LATHE_DISPATCH_ALL(t.dtype(), "init.constant_", [&] {
+  LATHE_DISPATCH_ALL_AND_HALF(t.dtype(), "init.constant_", [&] {
     scalar_t* p = static_cast<scalar_t*>(t.raw_data());
     for (int64_t i = 0; i < n; ++i) {
       int64_t off = 0;

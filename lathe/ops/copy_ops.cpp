@@ -81,10 +81,14 @@ std::vector<Tensor> fill_kernel(TensorList in, const Attrs& a, const std::vector
 namespace detail {
 void register_copy_ops(OpRegistry& r) {
   using T = AttrType;
-  r.add(define_op("clone", 1, clone_rule, clone_kernel, OpCategory::copy,
-                  {required("memory_format", T::string), optional("dtype", T::dtype)}));
+  // All three move values of any dtype (kernels::copy / fill convert per element).
+  OpDef clone = define_op("clone", 1, clone_rule, clone_kernel, OpCategory::copy,
+                          {required("memory_format", T::string), optional("dtype", T::dtype)});
+  clone.native_low_precision = true;
+  r.add(std::move(clone));
   OpDef copy =
       define_op("copy_", 2, copy_inplace_rule, copy_inplace_kernel, OpCategory::in_place, {});
+  copy.native_low_precision = true;
   copy.mutated_inputs = {0};
   copy.output_aliases = {0};
   copy.functional_variant = "copy";
@@ -94,6 +98,7 @@ void register_copy_ops(OpRegistry& r) {
   fill.mutated_inputs = {0};
   fill.output_aliases = {0};
   fill.functional_variant = "fill";
+  fill.native_low_precision = true;
   r.add(std::move(fill));
 }
 }  // namespace detail

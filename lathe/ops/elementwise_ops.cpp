@@ -157,7 +157,8 @@ OutKernel unary_out_kernel(const char* name, F f) {
 
 template <class F>
 void add_unary(OpRegistry& r, const char* name, UnaryKind kind, F f,
-               std::vector<AttrSpec> attrs = {}, std::function<void(const Attrs&)> check = nullptr) {
+               std::vector<AttrSpec> attrs = {},
+               std::function<void(const Attrs&)> check = nullptr) {
   OutKernel out = unary_out_kernel(name, f);
   OpDef op = detail::define_op(name, 1, unary_rule(name, kind, std::move(check)), allocating(out),
                                OpCategory::pointwise, std::move(attrs));
@@ -209,8 +210,12 @@ std::vector<TensorMeta> inplace_rule(TensorList in, const Attrs&) {
     Shape s = broadcast_shapes(self.sizes(), in[1].sizes(), "add_");
     LATHE_CHECK(s == self.sizes(), "[add_] other ", in[1].shape_string(), " would broadcast self ",
                 self.shape_string(), " to ", s, "; an in-place op cannot change self's shape");
+    // PyTorch's can_cast: a float result does not go into an integer self, nor a number into
+    // a bool self; within floats (f32 into bf16, ...) the result is rounded.
     DType d = promote_types(self.dtype(), in[1].dtype());
-    LATHE_CHECK(d == self.dtype(), "[add_] result type ", dtype_name(d),
+    const bool narrows_kind = (is_floating(d) && !is_floating(self.dtype())) ||
+                              (d != DType::b8 && self.dtype() == DType::b8);
+    LATHE_CHECK(!narrows_kind, "[add_] result type ", dtype_name(d),
                 " cannot be stored in self of type ", dtype_name(self.dtype()));
   }
   TensorMeta m = result_meta(self.sizes(), self.dtype(), self.device());
@@ -348,8 +353,7 @@ void register_elementwise_ops(OpRegistry& r) {
   add_unary(r, "silu", F,
             [](A) { return [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }; });
   using T = AttrType;
-  add_unary(
-      r, "relu", K, [](A) { return [](auto x) { return x > 0 ? x : decltype(x)(0); }; });
+  add_unary(r, "relu", K, [](A) { return [](auto x) { return x > 0 ? x : decltype(x)(0); }; });
   add_unary(
       r, "hardtanh", K,
       [](A a) {

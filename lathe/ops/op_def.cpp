@@ -240,7 +240,7 @@ std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& at
         throw Error(detail::str("[", op.name, "] input ", t.shape_string(),
                                 " has no data (fake or lazy tensor outside its mode)"));
     }
-    out = op.kernel(inputs, attrs, metas);
+    out = run_eager_kernel(op, inputs, attrs, metas);
     for (int i : op.mutated_inputs)
       if (i < static_cast<int>(inputs.size()) && inputs[i].defined() && op.mutates(attrs, i))
         inputs[i].bump_version();

@@ -120,6 +120,10 @@ struct OpDef {
   // The typed form of a call's attributes (see ParsedAttrs), for ops whose rule and kernel read
   // many attributes; attached by attach_parsed_attrs.
   std::function<std::shared_ptr<const ParsedAttrs>(const Attrs&)> parse_attrs = nullptr;
+  // True when the eager kernel reads and writes bf16 / f16 itself (copies, casts, fills). For
+  // any other op, run_eager_kernel hands the kernel f32 copies of 16-bit inputs and rounds its
+  // results once to the dtypes the shape rule gave (views never compute).
+  bool native_low_precision = false;
 
   // ---- autograd ----
   // The values autograd saves for the vjp: input i is saved when vjp_reads_input(i, attrs) is
@@ -142,6 +146,15 @@ struct OpDef {
 // Attaches op.parse_attrs(attrs) to attrs when the op has a parser and attrs have no parsed
 // form yet. Attributes the parser rejects stay unparsed: the rule reports them when it runs.
 void attach_parsed_attrs(const OpDef& op, Attrs& attrs);
+
+// Runs op's eager kernel on CPU tensors with the metadata its shape rule gave: dispatch's last
+// step, and what a backend calls for an op it has no kernel of its own for. A kernel that is not
+// native_low_precision computes bf16 / f16 ops in f32 (lathe/ops/low_precision.cpp).
+std::vector<Tensor> run_eager_kernel(const OpDef& op, TensorList inputs, const Attrs& attrs,
+                                     const std::vector<TensorMeta>& metas);
+// True when run_eager_kernel would compute this call in f32 and round (so a backend must not
+// hand the op's destination-passing kernel 16-bit buffers).
+bool runs_widened(const OpDef& op, TensorList inputs, const std::vector<TensorMeta>& metas);
 
 // Looks ops up by name; all built-in ops are registered on first use.
 class OpRegistry {

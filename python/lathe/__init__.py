@@ -13,7 +13,7 @@
 """
 from . import _C
 from ._C import (  # noqa: F401  (the public API)
-    Error, Tensor, dtype, bool, int32, int64, float32, float64, itemsize,
+    Error, Tensor, dtype, bool, int32, int64, float32, float64, bfloat16, float16, itemsize,
     empty, zeros, ones, full, arange, randn, manual_seed,
     add, sub, rsub, mul, div, pow, eq, ne, lt, le, gt, ge, maximum, minimum, logical_not, where,
     neg, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, erf, relu, relu6, hardtanh, hardswish,

@@ -25,7 +25,9 @@ def tensor(data, dtype=None):
     import numpy as np
 
     np_dtypes = {_C.float32: np.float32, _C.float64: np.float64, _C.int64: np.int64,
-                 _C.int32: np.int32, _C.bool: np.bool_}
+                 _C.int32: np.int32, _C.bool: np.bool_, _C.float16: np.float16}
+    if dtype == _C.bfloat16:  # numpy has no bfloat16: round from float32
+        return tensor(data, _C.float32).to(_C.bfloat16)
     a = np.array(data, dtype=np_dtypes[dtype] if dtype is not None else None)
     if dtype is None and a.dtype == np.float64 and not isinstance(data, np.ndarray):
         a = a.astype(np.float32)  # Python floats become float32, as in torch.tensor
@@ -33,13 +35,19 @@ def tensor(data, dtype=None):
 
 
 def _numpy(self):
-    """A numpy array viewing this tensor's memory (no copy)."""
+    """A numpy array viewing this tensor's memory (no copy). numpy has no bfloat16: a bf16
+    tensor raises; use t.to(lathe.float32).numpy() (exact) or torch.from_dlpack(t)."""
     import numpy as np
 
+    if self.dtype == _C.bfloat16:
+        raise TypeError("[numpy] numpy has no bfloat16; use t.to(lathe.float32).numpy() (exact) "
+                        "or torch.from_dlpack(t)")
     return np.from_dlpack(self)
 
 
 def _tolist(self):
+    if self.dtype == _C.bfloat16:
+        return _numpy(self.to(_C.float32)).tolist()
     return _numpy(self).tolist()
 
 

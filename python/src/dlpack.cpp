@@ -48,7 +48,7 @@ struct DLManagedTensorVersioned {
 };
 
 constexpr int32_t kDLCPU = 1;
-constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBool = 6;
+constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6;
 constexpr const char* kCapsuleName = "dltensor";
 constexpr const char* kUsedCapsuleName = "used_dltensor";
 constexpr const char* kVersionedCapsuleName = "dltensor_versioned";
@@ -65,6 +65,10 @@ DLDataType to_dl_dtype(DType dt) {
       return {kDLFloat, 32, 1};
     case DType::f64:
       return {kDLFloat, 64, 1};
+    case DType::bf16:
+      return {kDLBfloat, 16, 1};
+    case DType::f16:
+      return {kDLFloat, 16, 1};
   }
   throw Error("[dlpack] unknown dtype");
 }
@@ -73,12 +77,15 @@ DType from_dl_dtype(DLDataType t) {
   LATHE_CHECK(t.lanes == 1, "[dlpack] vector dtypes (lanes=", int(t.lanes), ") are not supported");
   if (t.code == kDLFloat && t.bits == 32) return DType::f32;
   if (t.code == kDLFloat && t.bits == 64) return DType::f64;
+  if (t.code == kDLBfloat && t.bits == 16) return DType::bf16;
+  if (t.code == kDLFloat && t.bits == 16) return DType::f16;
   if (t.code == kDLInt && t.bits == 64) return DType::i64;
   if (t.code == kDLInt && t.bits == 32) return DType::i32;
   // numpy before 1.25 exported bool as uint8 is not accepted: its values could be any byte.
   if (t.code == kDLBool && t.bits == 8) return DType::b8;
-  throw Error(detail::str("[dlpack] dtype (code ", int(t.code), ", ", int(t.bits),
-                          " bits) has no Lathe equivalent (Lathe has f32, f64, i64, i32, bool)"));
+  throw Error(detail::str(
+      "[dlpack] dtype (code ", int(t.code), ", ", int(t.bits),
+      " bits) has no Lathe equivalent (Lathe has f32, f64, bf16, f16, i64, i32, bool)"));
 }
 
 // Owns what an exported DLManagedTensor points into.

@@ -42,6 +42,8 @@ void bind_tensor(nb::module_& m) {
       .value("int64", DType::i64)
       .value("float32", DType::f32)
       .value("float64", DType::f64)
+      .value("bfloat16", DType::bf16)
+      .value("float16", DType::f16)
       .export_values();
   m.def("itemsize", &itemsize);
 

@@ -91,6 +91,9 @@ inline Tensor random_tensor(const Shape& sizes, DType dt, uint64_t seed) {
       for (int64_t i = 0; i < n; ++i) v[i] = (rng() & 1) != 0;
       return from_vector(v, sizes);
     }
+    case DType::bf16:
+    case DType::f16:
+      return random_tensor(sizes, DType::f32, seed).to(dt);
   }
   return Tensor();
 }

@@ -88,8 +88,8 @@ TEST_F(SafetensorsInterop, PythonWrittenFileLoads) {
     ASSERT_TRUE(got.count(name));
     const Tensor& t = got.at(name);
     const std::map<std::string, DType> expected_dtype = {
-        {"F32", DType::f32}, {"F64", DType::f64}, {"I64", DType::i64}, {"I32", DType::i32},
-        {"BOOL", DType::b8}, {"F16", DType::f32}, {"BF16", DType::f32}};
+        {"F32", DType::f32}, {"F64", DType::f64}, {"I64", DType::i64},  {"I32", DType::i32},
+        {"BOOL", DType::b8}, {"F16", DType::f16}, {"BF16", DType::bf16}};
     EXPECT_EQ(t.dtype(), expected_dtype.at(w.dtype));
     EXPECT_EQ(t.shape(), w.shape);
     EXPECT_EQ(t.to_vector<double>(), w.values);

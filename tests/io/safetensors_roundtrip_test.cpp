@@ -170,7 +170,7 @@ TEST_F(SafetensorsRoundTrip, SavingOverTheLoadedFileKeepsOldViewsValid) {
   expect_same(again.at("b"), new_b, "b");
 }
 
-TEST_F(SafetensorsRoundTrip, HalfAndBFloat16LoadAsFloat32) {
+TEST_F(SafetensorsRoundTrip, HalfAndBFloat16LoadInTheirOwnDtype) {
   // F16: 1, -2, 65504 (max), 2^-24 (smallest subnormal), -0, inf; BF16: 1, -pi (rounded), NaN.
   const uint16_t f16[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x8000, 0x7C00};
   const uint16_t bf16[] = {0x3F80, 0xC049, 0x7FC0};
@@ -180,7 +180,8 @@ TEST_F(SafetensorsRoundTrip, HalfAndBFloat16LoadAsFloat32) {
                        R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[12,18]}})";
   write_bytes(path("half.safetensors"), make_file(header, data));
   auto t = load_safetensors(path("half.safetensors"));
-  ASSERT_EQ(t.at("h").dtype(), DType::f32);
+  ASSERT_EQ(t.at("h").dtype(), DType::f16);
+  ASSERT_EQ(t.at("b").dtype(), DType::bf16);
   EXPECT_EQ(t.at("h").shape(), (std::vector<int64_t>{2, 3}));
   auto h = t.at("h").to_vector<float>();
   EXPECT_EQ(h[0], 1.f);
@@ -193,6 +194,13 @@ TEST_F(SafetensorsRoundTrip, HalfAndBFloat16LoadAsFloat32) {
   EXPECT_EQ(b[0], 1.f);
   EXPECT_EQ(b[1], -3.140625f);
   EXPECT_TRUE(std::isnan(b[2]));
+  // Saved back without widening: the same bytes.
+  save_safetensors(path("half2.safetensors"), t);
+  auto again = load_safetensors(path("half2.safetensors"));
+  ASSERT_EQ(again.at("b").dtype(), DType::bf16);
+  ASSERT_EQ(again.at("h").dtype(), DType::f16);
+  EXPECT_EQ(std::memcmp(again.at("h").raw_data(), f16, sizeof(f16)), 0);
+  EXPECT_EQ(std::memcmp(again.at("b").raw_data(), bf16, sizeof(bf16)), 0);
 }
 
 TEST_F(SafetensorsRoundTrip, MisalignedDataIsCopiedNotMisread) {

@@ -41,7 +41,7 @@ std::unique_ptr<ir::Graph> constant_fold(const ir::Graph& g, GraphConstants& con
     }
     if (!any) return false;
     std::vector<TensorMeta> metas = n.op().shape(args, n.attrs());
-    std::vector<Tensor> results = n.op().kernel(args, n.attrs(), metas);
+    std::vector<Tensor> results = run_eager_kernel(n.op(), args, n.attrs(), metas);
     LATHE_CHECK(results.size() == n.outputs().size(), "[constant_fold] ", n.name(), " (",
                 n.op().name, ") returned ", results.size(), " outputs, the node has ",
                 n.outputs().size());

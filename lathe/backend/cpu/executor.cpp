@@ -209,7 +209,7 @@ class Executor final : public PlannedExecutable {
         sp.attrs = s.symbolic.empty() ? Attrs() : substitute_symbols(s.attrs, s.symbolic, symbols);
         const Attrs& attrs = s.symbolic.empty() ? s.attrs : sp.attrs;
         sp.metas = s.op->shape(args, attrs);
-        std::vector<Tensor> outs = s.op->kernel(args, attrs, sp.metas);
+        std::vector<Tensor> outs = run_eager_kernel(*s.op, args, attrs, sp.metas);
         LATHE_CHECK(outs.size() == s.outputs.size(), "the kernel returned ", outs.size(),
                     " outputs, the node has ", s.outputs.size());
         for (int i : s.mutated) args[i].bump_version();
@@ -234,7 +234,7 @@ class Executor final : public PlannedExecutable {
           all_fresh &= fresh[o];
         }
       }
-      sp.use_out = all_fresh && s.cpu && s.cpu->out_kernel;
+      sp.use_out = all_fresh && s.cpu && s.cpu->out_kernel && !runs_widened(*s.op, args, sp.metas);
     }
     std::vector<Tensor> result;
     result.reserve(outputs_.size());
@@ -284,8 +284,7 @@ class Executor final : public PlannedExecutable {
     for (size_t k = 0; k < steps_.size(); ++k) {
       const Step& s = steps_[k];
       const bool pointwise = s.op->category == OpCategory::pointwise;
-      if (!plan.steps[k].use_out || (!pointwise && s.in_place_input < 0) ||
-          s.outputs.size() != 1)
+      if (!plan.steps[k].use_out || (!pointwise && s.in_place_input < 0) || s.outputs.size() != 1)
         continue;
       const int o = s.outputs[0];
       if (!eligible[o] || find_root(parent, o) != o) continue;
@@ -498,8 +497,8 @@ class Executor final : public PlannedExecutable {
       std::string shape;
       if (!plans_.empty() && !plans_.back()->steps[k].metas.empty())
         shape = lathe::detail::str(plans_.back()->steps[k].metas[0].sizes);
-      std::fprintf(stderr, "[lathe.profile]   slowest %-28s %9.3f ms  %s\n",
-                   steps_[k].name.c_str(), slow[i].first, shape.c_str());
+      std::fprintf(stderr, "[lathe.profile]   slowest %-28s %9.3f ms  %s\n", steps_[k].name.c_str(),
+                   slow[i].first, shape.c_str());
     }
   }
 
@@ -548,7 +547,7 @@ class Executor final : public PlannedExecutable {
             if (!plan.slots[s.outputs[o]].in_arena) slots[s.outputs[o]] = std::move(outs[o]);
           arena->storage->bump_version();
         } else {
-          std::vector<Tensor> res = s.op->kernel(args, attrs, *metas);
+          std::vector<Tensor> res = run_eager_kernel(*s.op, args, attrs, *metas);
           LATHE_CHECK(res.size() == s.outputs.size(), "the kernel returned ", res.size(),
                       " outputs, the node has ", s.outputs.size());
           for (size_t o = 0; o < res.size(); ++o) slots[s.outputs[o]] = std::move(res[o]);

@@ -15,6 +15,8 @@ import lathe
 TORCH_TO_LATHE_DTYPE = {
     torch.float32: lathe.float32,
     torch.float64: lathe.float64,
+    torch.bfloat16: lathe.bfloat16,
+    torch.float16: lathe.float16,
     torch.int64: lathe.int64,
     torch.int32: lathe.int32,
     torch.bool: lathe.bool,
