@@ -294,7 +294,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       const Tensor& o = node->outputs[k].value;
       outs.push_back(o);
       Tensor g = k < p.grads.size() ? p.grads[k] : Tensor();
-      if (!g.defined() && o.defined()) g = detail::on_device_of(zeros(o.sizes(), o.dtype()), o);
+      if (!g.defined() && o.defined() && !node->op->vjp_takes_undefined_grads)
+        g = detail::on_device_of(zeros(o.sizes(), o.dtype()), o);
       gouts.push_back(g);
     }
     std::vector<bool> needs(node->next.size());
@@ -363,7 +364,12 @@ void backward_from(const Tensor& x, const Tensor& gradient, bool retain_graph) {
   autograd::backward({x}, {gradient}, retain_graph);
 }
 
-Tensor detach_of(const Tensor& x) { return detail::alias_without_autograd(x); }
+Tensor detach_of(const Tensor& x) {
+  if (!detail::is_tracing()) return detail::alias_without_autograd(x);
+  // Traced: recorded as an alias that stops gradient (a node recorded without grad gets none).
+  NoGradGuard no_grad;
+  return dispatch1(LATHE_OP("detach"), {&x, 1}, Attrs{});
+}
 
 }  // namespace
 

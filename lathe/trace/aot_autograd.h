@@ -50,6 +50,9 @@ struct AotPlan {
   std::vector<uint8_t> input_read;            // per forward graph input: the backward reads it
   std::vector<std::string> input_names;       // per forward graph input
   std::vector<uint8_t> output_requires_grad;  // per user graph output
+  // Per forward graph input: the grad-output slots whose gradient reaches it (node by node, as
+  // eager's graph would). A backward() that reaches none of them leaves its grad undefined.
+  std::vector<std::vector<int>> grad_outputs_reaching;
 
   // Per backward graph input: where its tensor comes from at backward time.
   struct BackwardInput {
