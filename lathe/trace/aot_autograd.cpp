@@ -126,9 +126,7 @@ std::shared_ptr<AotPlan> plan_training(CapturedGraph& captured, const std::vecto
   return aot;
 }
 
-void aot_attach(const std::shared_ptr<const AotPlan>& plan, std::span<const Tensor> inputs,
-                std::vector<Tensor>& graph_outputs, backend::SymbolValues symbols) {
-  const AotPlan& p = *plan;
+void aot_check_inputs(const AotPlan& p, std::span<const Tensor> inputs) {
   for (size_t i = 0; i < p.num_forward_inputs && i < inputs.size(); ++i) {
     const bool now = inputs[i].requires_grad() && is_floating(inputs[i].dtype());
     if (now != (p.input_requires_grad[i] != 0))
@@ -138,6 +136,11 @@ void aot_attach(const std::shared_ptr<const AotPlan>& plan, std::span<const Tens
                       "; call reset() on the compiled function after changing requires_grad of "
                       "a captured tensor"));
   }
+}
+
+void aot_attach(const std::shared_ptr<const AotPlan>& plan, std::span<const Tensor> inputs,
+                std::vector<Tensor>& graph_outputs, backend::SymbolValues symbols) {
+  const AotPlan& p = *plan;
   LATHE_CHECK(graph_outputs.size() == p.num_user_outputs + p.num_saved, "[compile] '", p.name,
               "': the forward returned ", graph_outputs.size(), " values, expected ",
               p.num_user_outputs + p.num_saved);

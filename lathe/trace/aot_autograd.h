@@ -88,9 +88,13 @@ std::shared_ptr<AotPlan> build_aot_plan(ir::Graph& forward, std::shared_ptr<sym:
 std::shared_ptr<AotPlan> plan_training(CapturedGraph& captured, const std::vector<Arg>& args,
                                        const CompileOptions& options);
 
-// After the forward executable ran on `inputs` (forward graph order): checks that the inputs
-// still require grad as traced, drops the saved values from `graph_outputs` and records one
-// autograd node whose outputs are the user outputs that require grad.
+// Before the forward executable runs on `inputs` (forward graph order): checks that they still
+// require grad as traced (the guards check it for arguments and captures; this names the input
+// if something else changed it).
+void aot_check_inputs(const AotPlan& plan, std::span<const Tensor> inputs);
+
+// After the forward executable ran on `inputs`: drops the saved values from `graph_outputs` and
+// records one autograd node whose outputs are the user outputs that require grad.
 void aot_attach(const std::shared_ptr<const AotPlan>& plan, std::span<const Tensor> inputs,
                 std::vector<Tensor>& graph_outputs, backend::SymbolValues symbols);
 

@@ -307,3 +307,45 @@ TEST(AotTwins, FreezingAParameterRecompiles) {
   EXPECT_NE(why.find("0.weight"), std::string::npos) << why;
   EXPECT_NE(why.find("requires_grad"), std::string::npos) << why;
 }
+
+// The write after the read is still refused: the backward would read the overwritten x.
+TEST(AotTwins, ArgumentWrittenAfterTheGradientReadsItIsRefused) {
+  manual_seed(4);
+  Tensor w = randn({3, 4}, DType::f64);
+  w.set_requires_grad(true);
+  auto f = lathe::compile([&](const V& a) {
+    Tensor x = a[0];
+    Tensor loss = sum(tanh(linear(x, w)));
+    mul_(x, 2.0);
+    return loss;
+  });
+  try {
+    f({randn({2, 4}, DType::f64)});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overwrites"), std::string::npos) << e.what();
+  }
+}
+
+// detach() in an inference entry (grad off) and a training one, on both backends: the alias
+// runs like eager's.
+TEST(AotTwins, DetachOnBothBackends) {
+  for (const char* backend : {"interpreter", "cpu"}) {
+    SCOPED_TRACE(backend);
+    CompileOptions o;
+    o.backend = backend;
+    auto fn = [](const V& a) { return V{add(mul(a[0].detach(), 3.0), a[0].t().detach())}; };
+    auto f = lathe::compile(fn, o);
+    Generator gen(9);
+    Tensor x = randn({3, 3}, DType::f64, &gen);
+    {
+      NoGradGuard no_grad;
+      expect_close(f({x})[0], fn({x})[0], 0, "inference");
+    }
+    Tensor xr = x.clone();
+    xr.set_requires_grad(true);
+    Tensor y = f({xr})[0];
+    EXPECT_FALSE(y.requires_grad());
+    expect_close(y, fn({x})[0], 0, "with grad");
+  }
+}
