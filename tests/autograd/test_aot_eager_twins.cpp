@@ -349,3 +349,44 @@ TEST(AotTwins, DetachOnBothBackends) {
     expect_close(y, fn({x})[0], 0, "with grad");
   }
 }
+
+// An EMA teacher updated inside the compiled step from the student's detached weights (no
+// NoGradGuard): the teacher's weights are written in place, the student's get their gradient.
+TEST(AotTwins, EmaTeacherUpdatedFromDetachedWeights) {
+  TwoHeads e(13), c(13);  // a: student head, b: unused; teacher below
+  auto make_teacher = [](const TwoHeads& m) {
+    Tensor t = m.a->param("weight").detach().clone();
+    return t;
+  };
+  Tensor te = make_teacher(e), tc = make_teacher(c);
+  auto step = [](const TwoHeads& m, Tensor& teacher, const Tensor& x) {
+    Tensor h = tanh(m.trunk->forward(x));
+    Tensor s = m.a->forward(h);
+    Tensor t = linear(h.detach(), teacher);
+    mul_(teacher, 0.9);
+    add_(teacher, mul(m.a->param("weight").detach(), 0.1));
+    Tensor d = sub(s, t);
+    return sum(mul(d, d));
+  };
+  auto f = lathe::compile([&](const V& a) { return step(c, tc, a[0]); });
+  optim::SGDOptions o;
+  o.lr = 0.05;
+  optim::SGD opt_e(param_tensors(e.params()), o), opt_c(param_tensors(c.params()), o);
+  for (int s = 0; s < 3; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    Generator gen(500 + s);
+    Tensor x = randn({4, 5}, DType::f64, &gen);
+    opt_e.zero_grad();
+    opt_c.zero_grad();
+    Tensor le = step(e, te, x), lc = f({x})[0];
+    expect_close(lc, le, 1e-12, "loss");
+    expect_close(tc, te, 1e-12, "teacher");
+    le.backward();
+    lc.backward();
+    expect_same_tensors(c.params(), e.params(), 1e-12);
+    opt_e.step();
+    opt_c.step();
+    expect_same_tensors(c.params(), e.params(), 1e-12);
+  }
+  EXPECT_EQ(f.stats().compiles, 1);
+}
