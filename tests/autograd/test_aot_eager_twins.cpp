@@ -192,8 +192,13 @@ TEST(AotTwins, DetachStopsGradient) {
 }
 
 // In-place input normalization: the argument (no grad) is written before the weights read it;
-// the caller's tensor gets the write, as eager's.
-TEST(AotTwins, ArgumentWrittenInPlace) {
+// the caller's tensor gets the write, as eager's. On both backends.
+class TwinBackend : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Backends, TwinBackend, ::testing::Values("interpreter", "cpu"));
+
+TEST_P(TwinBackend, ArgumentWrittenInPlace) {
+  CompileOptions o;
+  o.backend = GetParam();
   manual_seed(3);
   Tensor we = randn({3, 4}, DType::f64);
   Tensor wc = we.clone();
@@ -203,7 +208,7 @@ TEST(AotTwins, ArgumentWrittenInPlace) {
     mul_(x, 2.0);
     return sum(tanh(linear(x, w)));
   };
-  auto f = lathe::compile([&](const V& a) { return fn(a[0], wc); });
+  auto f = lathe::compile([&](const V& a) { return fn(a[0], wc); }, o);
   for (int s = 0; s < 3; ++s) {
     SCOPED_TRACE("call " + std::to_string(s));
     Generator gen(300 + s);
