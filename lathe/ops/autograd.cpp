@@ -231,6 +231,20 @@ Tensor root_gradient(const Tensor& root, Tensor g, size_t r) {
   return g;
 }
 
+// The saved outputs of `node` and their gradients: zeros where none arrived, unless its vjp
+// takes undefined ones (OpDef::vjp_takes_undefined_grads).
+void output_gradients(const AutogradNode& node, const std::vector<Tensor>& grads,
+                      std::vector<Tensor>& outs, std::vector<Tensor>& gouts) {
+  for (size_t k = 0; k < node.outputs.size(); ++k) {
+    const Tensor& o = node.outputs[k].value;
+    outs.push_back(o);
+    Tensor g = k < grads.size() ? grads[k] : Tensor();
+    if (!g.defined() && o.defined() && !node.op->vjp_takes_undefined_grads)
+      g = detail::on_device_of(zeros(o.sizes(), o.dtype()), o);
+    gouts.push_back(g);
+  }
+}
+
 }  // namespace
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
@@ -290,13 +304,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     Pending& p = pending[node.get()];
     std::vector<Tensor> ins, outs, gouts;
     for (const SavedTensor& s : node->inputs) ins.push_back(s.value);
-    for (size_t k = 0; k < node->outputs.size(); ++k) {
-      const Tensor& o = node->outputs[k].value;
-      outs.push_back(o);
-      Tensor g = k < p.grads.size() ? p.grads[k] : Tensor();
-      if (!g.defined() && o.defined()) g = detail::on_device_of(zeros(o.sizes(), o.dtype()), o);
-      gouts.push_back(g);
-    }
+    output_gradients(*node, p.grads, outs, gouts);
     std::vector<bool> needs(node->next.size());
     for (size_t i = 0; i < needs.size(); ++i) needs[i] = node->next[i].defined();
     LATHE_CHECK(static_cast<bool>(node->op->vjp), "[autograd] op '", op_label(*node),
@@ -363,7 +371,12 @@ void backward_from(const Tensor& x, const Tensor& gradient, bool retain_graph) {
   autograd::backward({x}, {gradient}, retain_graph);
 }
 
-Tensor detach_of(const Tensor& x) { return detail::alias_without_autograd(x); }
+Tensor detach_of(const Tensor& x) {
+  if (!detail::is_tracing()) return detail::alias_without_autograd(x);
+  // Traced: recorded as an alias that stops gradient (a node recorded without grad gets none).
+  NoGradGuard no_grad;
+  return dispatch1(LATHE_OP("detach"), {&x, 1}, Attrs{});
+}
 
 }  // namespace
 

@@ -41,7 +41,8 @@ using OutKernel = std::function<void(TensorList inputs, const Attrs&,
 // Vector-Jacobian product, written with ops (lathe/ops/vjp_*.cpp): one gradient per input
 // (undefined for inputs that get none, or whose needs_grad entry is false). Inputs and outputs
 // the op does not declare it reads (OpDef::vjp_reads_input / vjp_reads_outputs) arrive as
-// tensors with their sizes and dtype but no data. Every grad_output is defined.
+// tensors with their sizes and dtype but no data. Every grad_output is defined (zeros where no
+// gradient reached the output) unless the op sets vjp_takes_undefined_grads.
 using VjpRule = std::function<std::vector<Tensor>(TensorList inputs, TensorList outputs,
                                                   TensorList grad_outputs, const Attrs&,
                                                   const std::vector<bool>& needs_grad)>;
@@ -131,6 +132,10 @@ struct OpDef {
   // against in-place changes, so `y = x + 1; y.relu_()` stays legal as in PyTorch.
   std::function<bool(int input, const Attrs&)> vjp_reads_input = nullptr;
   bool vjp_reads_outputs = false;
+  // When set, the grad_outputs no gradient reached arrive undefined instead of as zeros: the
+  // compiled backward (AOT autograd) then leaves undefined the gradients of the inputs that only
+  // those outputs reach, as eager's separate nodes would.
+  bool vjp_takes_undefined_grads = false;
 
   // True when a call with these attributes writes into input `input`.
   bool mutates(const Attrs& attrs, int input) const;

@@ -327,6 +327,13 @@ std::vector<TensorMeta> as_strided_rule(TensorList in, const Attrs& a) {
   return {view_meta(x, sz, st, off)};
 }
 
+// detach: the same view of the same data. Only a trace records it (Tensor::detach under a
+// dispatch mode), under a NoGradGuard: AOT autograd then sends no gradient through it.
+std::vector<TensorMeta> detach_rule(TensorList in, const Attrs&) {
+  const Tensor& x = in[0];
+  return {view_meta(x, x.sizes(), x.strides(), x.storage_offset())};
+}
+
 OpDef view_op(const char* name, ShapeRule rule, std::vector<AttrSpec> attrs) {
   OpDef op =
       detail::define_op(name, 1, std::move(rule), view_kernel, OpCategory::view, std::move(attrs));
@@ -352,6 +359,7 @@ void register_view_ops(OpRegistry& r) {
   r.add(view_op("as_strided", as_strided_rule,
                 {required("size", T::int_list), required("stride", T::int_list),
                  required("offset", T::integer)}));
+  r.add(view_op("detach", detach_rule, {}));
   // reshape may alias its input: a view when the real strides allow one, else a copy. Alias
   // analysis treats it as a view (conservative for "may alias").
   OpDef reshape = detail::define_op("reshape", 1, reshape_rule, reshape_kernel, OpCategory::view,

@@ -27,11 +27,16 @@ void make_backward_op(AotPlan& plan) {
   plan.op.vjp_reads_input = [raw](int i, const Attrs&) {
     return i >= static_cast<int>(raw->num_forward_inputs) || raw->input_read[i] != 0;
   };
-  plan.op.vjp = [](TensorList in, TensorList, TensorList grad_outputs, const Attrs& attrs,
+  plan.op.vjp_takes_undefined_grads = true;
+  plan.op.vjp = [](TensorList in, TensorList outs, TensorList grad_outputs, const Attrs& attrs,
                    const std::vector<bool>&) {
     const CompiledBackwardCall* call = attrs.parsed<CompiledBackwardCall>();
     LATHE_CHECK(call != nullptr, "[compile] compiled_backward called without its plan");
     const AotPlan& p = *call->plan;
+    auto grad_output = [&](int slot) {
+      const Tensor& g = grad_outputs[slot];
+      return g.defined() ? g.contiguous() : zeros(outs[slot].sizes(), outs[slot].dtype());
+    };
     std::vector<Tensor> args;
     args.reserve(p.backward_inputs.size());
     for (const BackwardInput& b : p.backward_inputs) {
@@ -43,7 +48,7 @@ void make_backward_op(AotPlan& plan) {
           args.push_back(in[p.num_forward_inputs + b.index]);
           break;
         case BackwardInput::Kind::kGradOutput:
-          args.push_back(grad_outputs[b.index].contiguous());
+          args.push_back(grad_output(b.index));
           break;
         case BackwardInput::Kind::kConstant:
           args.push_back(p.constants[b.index]);
@@ -52,8 +57,13 @@ void make_backward_op(AotPlan& plan) {
     }
     std::vector<Tensor> res = p.backward->run(args, backend::SymbolValues(call->symbols));
     std::vector<Tensor> grads(in.size());
-    for (size_t k = 0; k < res.size() && k < p.gradient_of_input.size(); ++k)
-      grads[p.gradient_of_input[k]] = res[k];
+    for (size_t k = 0; k < res.size() && k < p.gradient_of_input.size(); ++k) {
+      // No gradient reached the outputs that reach this input: eager gives it none.
+      const int i = p.gradient_of_input[k];
+      bool reached = false;
+      for (int slot : p.grad_outputs_reaching[i]) reached = reached || grad_outputs[slot].defined();
+      if (reached) grads[i] = res[k];
+    }
     return grads;
   };
 }
@@ -116,9 +126,7 @@ std::shared_ptr<AotPlan> plan_training(CapturedGraph& captured, const std::vecto
   return aot;
 }
 
-void aot_attach(const std::shared_ptr<const AotPlan>& plan, std::span<const Tensor> inputs,
-                std::vector<Tensor>& graph_outputs, backend::SymbolValues symbols) {
-  const AotPlan& p = *plan;
+void aot_check_inputs(const AotPlan& p, std::span<const Tensor> inputs) {
   for (size_t i = 0; i < p.num_forward_inputs && i < inputs.size(); ++i) {
     const bool now = inputs[i].requires_grad() && is_floating(inputs[i].dtype());
     if (now != (p.input_requires_grad[i] != 0))
@@ -128,6 +136,11 @@ void aot_attach(const std::shared_ptr<const AotPlan>& plan, std::span<const Tens
                       "; call reset() on the compiled function after changing requires_grad of "
                       "a captured tensor"));
   }
+}
+
+void aot_attach(const std::shared_ptr<const AotPlan>& plan, std::span<const Tensor> inputs,
+                std::vector<Tensor>& graph_outputs, backend::SymbolValues symbols) {
+  const AotPlan& p = *plan;
   LATHE_CHECK(graph_outputs.size() == p.num_user_outputs + p.num_saved, "[compile] '", p.name,
               "': the forward returned ", graph_outputs.size(), " values, expected ",
               p.num_user_outputs + p.num_saved);

@@ -50,6 +50,9 @@ struct AotPlan {
   std::vector<uint8_t> input_read;            // per forward graph input: the backward reads it
   std::vector<std::string> input_names;       // per forward graph input
   std::vector<uint8_t> output_requires_grad;  // per user graph output
+  // Per forward graph input: the grad-output slots whose gradient reaches it (node by node, as
+  // eager's graph would). A backward() that reaches none of them leaves its grad undefined.
+  std::vector<std::vector<int>> grad_outputs_reaching;
 
   // Per backward graph input: where its tensor comes from at backward time.
   struct BackwardInput {
@@ -85,9 +88,13 @@ std::shared_ptr<AotPlan> build_aot_plan(ir::Graph& forward, std::shared_ptr<sym:
 std::shared_ptr<AotPlan> plan_training(CapturedGraph& captured, const std::vector<Arg>& args,
                                        const CompileOptions& options);
 
-// After the forward executable ran on `inputs` (forward graph order): checks that the inputs
-// still require grad as traced, drops the saved values from `graph_outputs` and records one
-// autograd node whose outputs are the user outputs that require grad.
+// Before the forward executable runs on `inputs` (forward graph order): checks that they still
+// require grad as traced (the guards check it for arguments and captures; this names the input
+// if something else changed it).
+void aot_check_inputs(const AotPlan& plan, std::span<const Tensor> inputs);
+
+// After the forward executable ran on `inputs`: drops the saved values from `graph_outputs` and
+// records one autograd node whose outputs are the user outputs that require grad.
 void aot_attach(const std::shared_ptr<const AotPlan>& plan, std::span<const Tensor> inputs,
                 std::vector<Tensor>& graph_outputs, backend::SymbolValues symbols);
 

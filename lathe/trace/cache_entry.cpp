@@ -54,6 +54,7 @@ std::vector<Tensor> CacheEntry::run(const std::vector<Arg>& args) const {
     syms[b.symbol] = *tensor_at(args, b.arg).sizes()[b.dim].maybe_int();
   std::vector<Tensor> outs;
   if (aot) {
+    aot_check_inputs(*aot, inputs);
     NoGradGuard no_grad;  // the one node aot_attach records stands for the whole graph
     outs = executable->run(inputs, backend::SymbolValues(syms, num_symbols));
   } else {

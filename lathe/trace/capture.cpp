@@ -114,7 +114,8 @@ std::unique_ptr<CapturedGraph> capture_graph(const CompiledFunction::Fn& fn,
     for (auto& [name, t] : module->named_parameters()) c->names.emplace(t.impl_ptr().get(), name);
     for (auto& [name, t] : module->named_buffers()) c->names.emplace(t.impl_ptr().get(), name);
   }
-  c->tracer = std::make_unique<Tracer>(*c->env, *c->graph, module ? &c->names : nullptr);
+  if (!module) c->modules_read.name_tensors_into(&c->names);
+  c->tracer = std::make_unique<Tracer>(*c->env, *c->graph, &c->names);
   std::vector<Arg> fake_args = args;
   for (size_t i = 0; i < args.size(); ++i) {
     if (const Tensor* t = std::get_if<Tensor>(&args[i])) {

@@ -48,6 +48,21 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
   for (Device d : entry.output_device) entry.on_lazy_device |= !d.is_cpu();
 }
 
+// With grad on, each capture's requires_grad as traced (checked before the entry runs: a
+// parameter frozen between steps traces again, before anything, BatchNorm statistics included,
+// is computed).
+void guard_capture_grads(CacheEntry& entry) {
+  if (!GradMode::is_enabled()) return;
+  for (size_t k = 0; k < entry.captured.size(); ++k) {
+    if (entry.capture_input[k] < 0 || entry.fresh_capture[k]) continue;
+    EntryGuards::CaptureGradCheck check;
+    check.holder = entry.capture_slots[k] ? entry.capture_slots[k] : &entry.captured[k];
+    check.requires_grad = check.holder->requires_grad();
+    check.name = entry.capture_names[k];
+    entry.guards.record_capture_grad(std::move(check));
+  }
+}
+
 // Hands the captures that cannot change under the entry (see CompileOptions::freeze) to the
 // backend as constants, and guards each by identity and storage version.
 void freeze_captures(CacheEntry& entry, const ir::Graph& graph, backend::CompileContext& context) {
@@ -124,6 +139,7 @@ std::unique_ptr<CacheEntry> build_entry(CapturedGraph& captured, std::shared_ptr
     entry->captured_buffers.push_back(on_lazy(c) ? device_buffer(c) : c);
   plan_captures(*entry, tracer, *captured.graph);
   guard_modules(*entry, module, captured.modules_read);
+  guard_capture_grads(*entry);
   entry->input_origin = tracer.input_origin();
   entry->bindings = tracer.bindings();
   for (const SymbolBinding& b : entry->bindings)

@@ -198,6 +198,9 @@ GuardFailure EntryGuards::check(const std::vector<Arg>& args,
   }
   for (size_t i = 0; i < slots_.size(); ++i)
     if (!slot_passes(slots_[i])) return {S::kSlot, static_cast<int32_t>(i)};
+  for (size_t i = 0; i < capture_grads_.size(); ++i)
+    if (capture_grads_[i].holder->requires_grad() != capture_grads_[i].requires_grad)
+      return {S::kCaptureGrad, static_cast<int32_t>(i)};
   for (size_t i = 0; i < frozen_.size(); ++i)
     if (!frozen_passes(frozen_[i])) return {S::kFrozen, static_cast<int32_t>(i)};
   sym::GuardCheck r = program_.check(views);
@@ -334,6 +337,14 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
     case S::kSlot:
       explain_slot(os, slots_[f.index]);
       break;
+    case S::kCaptureGrad: {
+      const CaptureGradCheck& c = capture_grads_[f.index];
+      os << "guard failed: " << c.name
+         << ".requires_grad == " << (c.requires_grad ? "true" : "false")
+         << "  # set_requires_grad changed since the trace; actual: "
+         << (c.holder->requires_grad() ? "true" : "false");
+      break;
+    }
     case S::kFrozen:
       explain_frozen(os, frozen_[f.index]);
       break;
@@ -374,6 +385,8 @@ std::string EntryGuards::to_string() const {
          << str(c.strides);
     os << "\n";
   }
+  for (const CaptureGradCheck& c : capture_grads_)
+    os << c.name << ".requires_grad == " << (c.requires_grad ? "true" : "false") << "\n";
   for (const FrozenCheck& c : frozen_)
     os << c.name << " is the tensor frozen, storage version == " << c.version << "\n";
   os << program_.to_string();

@@ -27,6 +27,7 @@ struct GuardFailure {
     kGradMode,
     kModule,
     kSlot,
+    kCaptureGrad,
     kFrozen,
     kProgram
   };
@@ -80,6 +81,15 @@ class EntryGuards {
     std::string name;  // "captured tensor 'fc.weight'"
   };
 
+  // A captured tensor's requires_grad as traced (grad mode on): freezing or unfreezing a
+  // parameter changes what the entry computes (a training entry's gradients, or none), so the
+  // call traces again instead of running the entry.
+  struct CaptureGradCheck {
+    const Tensor* holder = nullptr;  // a module slot or the entry's own handle
+    bool requires_grad = false;
+    std::string name;  // "captured tensor '0.weight'"
+  };
+
   // Records what the traced call looked like (everything but the program and the modules).
   void record_call(const std::vector<Arg>& args);
   // Records a module of the compiled tree (kept alive by `module`).
@@ -87,6 +97,7 @@ class EntryGuards {
   // Records a parameter or buffer slot of a recorded module.
   void record_slot(SlotCheck check) { slots_.push_back(std::move(check)); }
   void record_frozen(FrozenCheck check) { frozen_.push_back(std::move(check)); }
+  void record_capture_grad(CaptureGradCheck check) { capture_grads_.push_back(std::move(check)); }
   // True when a frozen capture changed since the trace: the entry can never pass again (versions
   // only grow, and the traced tensor is kept alive so that its address is not reused).
   bool frozen_stale() const;
@@ -111,6 +122,7 @@ class EntryGuards {
   std::vector<ModuleCheck> modules_;
   std::vector<SlotCheck> slots_;
   std::vector<FrozenCheck> frozen_;
+  std::vector<CaptureGradCheck> capture_grads_;
   std::vector<std::shared_ptr<nn::Module>> keep_alive_;
   sym::GuardProgram program_;
 };

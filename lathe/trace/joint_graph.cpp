@@ -112,6 +112,29 @@ void JointGraph::mark_requires_grad() {
   }
 }
 
+void JointGraph::find_reaching_outputs() {
+  const std::vector<ir::Value*>& inputs = forward.inputs();
+  plan.grad_outputs_reaching.assign(inputs.size(), {});
+  int slot = 0;
+  for (size_t j = 0; j < user_outputs.size(); ++j) {
+    if (!plan.output_requires_grad[j]) continue;
+    // Eager runs a node's vjp when a gradient reaches any of its outputs, and it then gives
+    // every input that requires grad one (zeros for the outputs no gradient reached).
+    std::unordered_set<const ir::Value*> reached{user_outputs[j]};
+    for (auto it = grad_nodes.rbegin(); it != grad_nodes.rend(); ++it) {
+      const ir::Node* n = *it;
+      bool any = false;
+      for (const ir::Value* o : n->outputs()) any = any || reached.count(o);
+      if (!any) continue;
+      for (const ir::Value* v : n->inputs())
+        if (v && requires_grad.count(v)) reached.insert(v);
+    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (reached.count(inputs[i])) plan.grad_outputs_reaching[i].push_back(slot);
+    ++slot;
+  }
+}
+
 std::vector<Tensor> JointGraph::run_vjps(BackwardTracer& bt, ir::Graph& bg,
                                          BackwardSources& sources) {
   std::unordered_map<const ir::Value*, Tensor> grads;
@@ -164,6 +187,7 @@ std::unique_ptr<JointGraph> build_joint_graph(ir::Graph& forward, sym::ShapeEnv&
     any_output = any_output || jg->requires_grad.count(v);
   }
   if (!any_output) return nullptr;  // nothing to differentiate: an inference entry
+  jg->find_reaching_outputs();
 
   // The probe: the backward recorded once, to learn which forward values the vjps read (each
   // becomes a backward input on first use).
@@ -189,18 +213,28 @@ std::unique_ptr<JointGraph> build_joint_graph(ir::Graph& forward, sym::ShapeEnv&
 
 namespace {
 
-// A value the backward reads must still hold what the vjp saw: refuse in-place writes to it.
+// A value the backward reads must still hold what the vjp saw: refuse in-place writes to it
+// after it was made. (A write that makes it, as `x.mul_(2)` makes the x a later op reads, is
+// fine: the backward reads the storage after the forward, which holds that value.)
 void check_not_overwritten(const JointGraph& jg, const std::vector<const ir::Value*>& reads) {
   ir::AliasAnalysis aliases(jg.forward);
-  std::unordered_set<const ir::Value*> written;
-  for (const ir::Node* n : jg.forward.nodes())
+  std::unordered_map<const ir::Node*, int> position;
+  std::unordered_map<const ir::Value*, int> last_write;  // per base: the last node writing it
+  int pos = 0;
+  for (const ir::Node* n : jg.forward.nodes()) {
+    position[n] = pos;
     for (size_t i = 0; i < n->inputs().size(); ++i)
       if (n->inputs()[i] && n->mutates_input(static_cast<int>(i)))
-        written.insert(aliases.base_of(n->inputs()[i]));
-  for (const ir::Value* v : reads)
-    if (written.count(aliases.base_of(v)))
+        last_write[aliases.base_of(n->inputs()[i])] = pos;
+    ++pos;
+  }
+  for (const ir::Value* v : reads) {
+    auto w = last_write.find(aliases.base_of(v));
+    const int made = v->is_input() ? -1 : position.at(v->producer());
+    if (w != last_write.end() && w->second > made)
       jg.fail(str("the backward reads ", value_label(v),
                   ", which an in-place op of the function overwrites; use the out-of-place op"));
+  }
 }
 
 // Its inputs are saved values, parameters and shared constants: the backward must not write

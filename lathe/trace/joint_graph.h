@@ -91,6 +91,8 @@ struct JointGraph {
 
   // Which values require grad, as eager's recording would decide, and what cannot be compiled.
   void mark_requires_grad();
+  // Fills plan.grad_outputs_reaching: which user outputs requiring grad reach each input.
+  void find_reaching_outputs();
   // Runs the vjps of grad_nodes in reverse under `bt` (already the current dispatch mode),
   // seeding each user output that requires grad with a new graph input of `bg`. Returns the
   // gradient of each forward input (undefined where none flows).

@@ -15,6 +15,14 @@ void ModuleCollector::on_access(const nn::Module& m) {
   }
   index_.emplace(&m, seen_.size());
   seen_.push_back(std::move(w));
+  if (!names_) return;
+  // Listing the tree reads its modules: not an access by the traced function.
+  struct Unobserved {
+    nn::ModuleAccessObserver* prev = nn::set_module_access_observer(nullptr);
+    ~Unobserved() { nn::set_module_access_observer(prev); }
+  } unobserved;
+  for (auto& [name, t] : m.named_parameters()) names_->emplace(t.impl_ptr().get(), name);
+  for (auto& [name, t] : m.named_buffers()) names_->emplace(t.impl_ptr().get(), name);
 }
 
 std::vector<std::shared_ptr<nn::Module>> ModuleCollector::modules() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -28,6 +29,12 @@ class ModuleCollector final : public nn::ModuleAccessObserver {
   };
 
   void on_access(const nn::Module& m) override;
+  // Also names the parameters and buffers of each module read into `names` (first name wins:
+  // "0.weight" when a captured Sequential is read before its children), for traces of a lambda
+  // whose captures have no module path otherwise.
+  void name_tensors_into(std::unordered_map<const TensorImpl*, std::string>* names) {
+    names_ = names;
+  }
   // The modules read that are still alive and owned by a std::shared_ptr, in first-read order
   // (a module built inside the function, or one not owned by a shared_ptr, cannot be guarded).
   std::vector<std::shared_ptr<nn::Module>> modules() const;
@@ -35,6 +42,7 @@ class ModuleCollector final : public nn::ModuleAccessObserver {
  private:
   std::unordered_map<const nn::Module*, size_t> index_;
   std::vector<std::weak_ptr<const nn::Module>> seen_;
+  std::unordered_map<const TensorImpl*, std::string>* names_ = nullptr;
 };
 
 // Guards every module of `root`'s tree (compile(module); may be null) and every module in `read`:

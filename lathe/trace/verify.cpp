@@ -55,20 +55,25 @@ std::vector<Tensor> verified_call(const CompileOptions& options, const std::stri
   for (const auto& [name, t] : written) before.push_back(t.clone());
   Generator::State rng = default_generator().state();
 
-  std::vector<Tensor> outs = compiled();
-  // Outputs may alias the written tensors, which are restored below: keep their values.
-  std::vector<Tensor> compiled_values;
-  compiled_values.reserve(outs.size());
-  for (const Tensor& o : outs) compiled_values.push_back(o.defined() ? o.clone() : Tensor());
-  std::vector<Tensor> compiled_written;
-  compiled_written.reserve(written.size());
-  for (const auto& [name, t] : written) compiled_written.push_back(t.clone());
-
-  for (size_t i = 0; i < written.size(); ++i) Tensor(written[i].second).copy_(before[i]);
+  // The eager reference first: the compiled call runs last, so that nothing is written after it
+  // records its autograd node (a training step's backward checks the versions it saved).
+  std::vector<Tensor> want;
+  for (const Tensor& o : eager()) want.push_back(o.defined() ? o.clone() : Tensor());
+  std::vector<Tensor> eager_written;
+  eager_written.reserve(written.size());
+  for (const auto& [name, t] : written) eager_written.push_back(t.clone());
+  // Only what eager changed is restored: a copy bumps the version of a tensor that another
+  // autograd graph may have saved (an argument both a compiled and an eager step read).
+  for (size_t i = 0; i < written.size(); ++i)
+    if (difference(eager_written[i], before[i], 0, 0)) Tensor(written[i].second).copy_(before[i]);
   default_generator().set_state(rng);
-  std::vector<Tensor> want = eager();
+  std::vector<Tensor> outs = compiled();
 
   auto fail = [&](const std::string& what, const std::string& why) {
+    // The compiled call is wrong: leave the state eager's.
+    for (size_t i = 0; i < written.size(); ++i)
+      if (difference(written[i].second, eager_written[i], 0, 0))
+        Tensor(written[i].second).copy_(eager_written[i]);
     throw Error(str("[compile.verify] '", options.name, "' ", call, ": ", what,
                     " differs from eager: ", why,
                     ". The compiled function replayed a stale trace: it depends on something the "
@@ -81,11 +86,10 @@ std::vector<Tensor> verified_call(const CompileOptions& options, const std::stri
   if (want.size() != outs.size())
     fail("the number of outputs", str("compiled ", outs.size(), ", eager ", want.size()));
   for (size_t i = 0; i < want.size(); ++i)
-    if (auto why =
-            difference(compiled_values[i], want[i], options.verify_rtol, options.verify_atol))
+    if (auto why = difference(outs[i], want[i], options.verify_rtol, options.verify_atol))
       fail(str("output ", i), *why);
   for (size_t i = 0; i < written.size(); ++i)
-    if (auto why = difference(compiled_written[i], written[i].second, options.verify_rtol,
+    if (auto why = difference(written[i].second, eager_written[i], options.verify_rtol,
                               options.verify_atol))
       fail(written[i].first + " (written in place by the call)", *why);
   return outs;

@@ -845,6 +845,10 @@ TEST(OpOracleCoverage, EveryTableOpHasCases) {
 // fails.
 const std::map<std::string, std::string>& ops_without_oracle_cases() {
   static const std::map<std::string, std::string> m = {
+      {"detach",
+       "dispatched only while tracing (Tensor::detach under lathe::compile; eagerly detach is an "
+       "alias without autograd state, no op); tests/autograd/test_aot_eager_twins.cpp checks "
+       "compiled detach against eager"},
       {"conv2d_fused",
        "a fusion of the cpu backend (conv2d + batch_norm + relu/hardtanh + add) with no single "
        "PyTorch op; tests/backend/test_cpu_backend.cpp checks it against those ops, each of "
