@@ -93,8 +93,12 @@ def test_pointwise_rounds_once_like_torch(tdt, ldt, name, lf, tf, max_ulps):
     if max_ulps == 0:  # exact in f32, then rounded once: torch's bits
         assert torch.equal(got[fin].view(torch.int16), want[fin].view(torch.int16))
     # Within max_ulps of the correctly rounded value (fp64 of the same inputs, rounded).
+    # Where an f32 formula cancels (gelu's tail), an absolute error of an f32 ulp of the input
+    # is allowed instead.
     exact = tf(a.double(), b.double()).to(tdt)
-    assert ulps(got[fin], exact[fin]).max().item() <= max_ulps
+    close = ulps(got[fin], exact[fin]) <= max_ulps
+    floor = (got[fin].double() - exact[fin].double()).abs() <= 2.0**-23 * a.double().abs()[fin]
+    assert bool((close | floor).all())
 
 
 @pytest.mark.parametrize("tdt,ldt", LOW)
