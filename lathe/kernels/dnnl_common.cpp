@@ -36,9 +36,20 @@ dnnl::memory::data_type dnnl_dtype(DType dt, const char* op) {
       return dnnl::memory::data_type::f32;
     case DType::i32:
       return dnnl::memory::data_type::s32;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
     default:
       throw Error(str("[", op, "] oneDNN has no kernel for dtype ", dtype_name(dt)));
   }
+}
+
+bool dnnl_bf16_native() {
+  static const bool native = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (isa & bf16) == bf16;  // the isa values are nested bit sets
+  }();
+  return native;
 }
 
 namespace {

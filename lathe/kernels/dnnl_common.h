@@ -25,6 +25,10 @@ dnnl::stream& dnnl_stream();
 int dnnl_prepare_threads();
 
 dnnl::memory::data_type dnnl_dtype(DType dt, const char* op);
+// True when oneDNN runs bf16 convolutions and matmuls natively on this CPU (avx512_bf16 or AMX,
+// within ONEDNN_MAX_CPU_ISA): then bf16 operands go to oneDNN as they are, with f32
+// accumulation; elsewhere bf16 ops compute on f32 copies.
+bool dnnl_bf16_native();
 
 // A memory descriptor with the tensor's logical dims and its real strides. Strides of size-1
 // dims are normalised to the dense value so layouts like channels-last match oneDNN's tags. A

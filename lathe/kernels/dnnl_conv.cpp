@@ -32,16 +32,17 @@ memory::desc user_weight_md(const Tensor& w, int64_t groups) {
 }
 
 std::shared_ptr<DnnlPrimitive> make_conv(const memory::desc& src, const memory::desc& dst,
-                                         const Tensor& w, bool with_bias, const Conv2dParams& p,
+                                         const Tensor& w, const Tensor& bias, const Conv2dParams& p,
                                          const ConvPostOps& post) {
   auto sz = w.shape();
   memory::dims wdims = p.groups == 1
                            ? memory::dims{sz[0], sz[1], sz[2], sz[3]}
                            : memory::dims{p.groups, sz[0] / p.groups, sz[1], sz[2], sz[3]};
-  memory::desc wany(wdims, memory::data_type::f32, memory::format_tag::any);
-  memory::desc bias_md = with_bias
-                             ? memory::desc({sz[0]}, memory::data_type::f32, memory::format_tag::a)
-                             : memory::desc();
+  // The weight in the source's dtype (a bf16 convolution reorders an f32 weight once, cached).
+  memory::desc wany(wdims, src.data_type(), memory::format_tag::any);
+  memory::desc bias_md = bias.defined() ? memory::desc({sz[0]}, dnnl_dtype(bias.dtype(), "conv2d"),
+                                                       memory::format_tag::a)
+                                        : memory::desc();
   auto desc = [&](dnnl::algorithm alg) {
     return dnnl::convolution_forward::desc(
         dnnl::prop_kind::forward_inference, alg, src, wany, bias_md, dst,
@@ -130,14 +131,14 @@ void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
   DnnlKey key;
   key.add(1).add(x.shape()).add(out.int_strides()).add(x.int_strides()).add(w.shape());
-  key.add(p.groups).add(bias.defined() ? 1 : 0);
+  key.add(p.groups).add(bias.defined() ? 1 + static_cast<int64_t>(bias.dtype()) : 0);
+  key.add(static_cast<int64_t>(x.dtype())).add(static_cast<int64_t>(out.dtype()));
   for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
   dnnl_add_post_ops_key(key, post);
   key.add(dnnl_prepare_threads());
   // Descriptors are built only on a miss; a hit reads them back from the primitive.
   auto prim = dnnl_cached_primitive(key, [&] {
-    return make_conv(dnnl_md(x, true), dnnl_md(out, out.is_channels_last()), w, bias.defined(), p,
-                     post);
+    return make_conv(dnnl_md(x, true), dnnl_md(out, out.is_channels_last()), w, bias, p, post);
   });
   // oneDNN 2.6 on AVX2 has no jit kernel for grouped convolutions with few channels per group
   // (resnext's 4) on channels-last data and falls back to a gemm that is ~3x slower there than
@@ -147,9 +148,9 @@ void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
     own.add(-2);
     auto alt = dnnl_cached_primitive(own, [&] {
       auto any = [](const Tensor& t) {
-        return memory::desc(t.shape(), memory::data_type::f32, memory::format_tag::any);
+        return memory::desc(t.shape(), dnnl_dtype(t.dtype(), "conv2d"), memory::format_tag::any);
       };
-      return make_conv(any(x), any(out), w, bias.defined(), p, post);
+      return make_conv(any(x), any(out), w, bias, p, post);
     });
     conv2d_reordered(*alt, x, w, bias, p.groups, out, post.sum);
     return;
@@ -244,15 +245,19 @@ void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias
   Tensor wc = w.is_non_overlapping_and_dense() ? w : to_contiguous(w);
   Tensor b = bias.defined() ? to_contiguous(bias) : bias;
   DnnlKey key;
-  key.add(3).add(block).add(plain ? 1 : 0).add(src_dims).add(dst_dims).add(wc.shape()).add(
-      p.groups);
+  key.add(3)
+      .add(block)
+      .add(plain ? 1 : 0)
+      .add(src_dims)
+      .add(dst_dims)
+      .add(wc.shape())
+      .add(p.groups);
   key.add(p.winograd ? 1 : 0);
   key.add(b.defined() ? 1 : 0);
   for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
   dnnl_add_post_ops_key(key, post);
   key.add(dnnl_prepare_threads());
-  auto prim =
-      dnnl_cached_primitive(key, [&] { return make_conv(src, dst, wc, b.defined(), p, post); });
+  auto prim = dnnl_cached_primitive(key, [&] { return make_conv(src, dst, wc, b, p, post); });
   const dnnl::primitive_desc& pd = prim->pd;
   DnnlWeight wmem = dnnl_cached_weight(
       wc, [&] { return user_weight_md(wc, p.groups); }, pd.weights_desc());
@@ -262,7 +267,9 @@ void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
                     const Tensor& out, const ConvPostOps& post) {
   if (out.numel() == 0) return;
-  if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
+  const bool bf16 = x.dtype() == DType::bf16 && w.dtype() == DType::bf16 &&
+                    out.dtype() == DType::bf16 && dnnl_bf16_native();
+  if ((x.dtype() == DType::f32 || bf16) && x.numel() > 0 && w.numel() > 0) {
     conv2d_dnnl(x, w, bias, p, out, post);
     return;
   }

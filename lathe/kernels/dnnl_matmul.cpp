@@ -86,6 +86,7 @@ bool try_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accept
   DnnlKey key;
   key.add(2).add(a.shape()).add(a.int_strides()).add(b.shape()).add(b.int_strides());
   key.add(out.shape()).add(out.int_strides()).add(dnnl_prepare_threads());
+  key.add(static_cast<int64_t>(a.dtype())).add(static_cast<int64_t>(out.dtype()));
   auto prim =
       dnnl_cached_primitive(key, [&] { return make_matmul(a_md, b_md, memory::desc(), o_md); });
   if (!prim || (!accept_reference && is_reference_impl(prim))) return false;
@@ -152,12 +153,12 @@ void matmul_direct(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 }
 
 std::shared_ptr<DnnlPrimitive> make_linear(const memory::desc& x_md, int64_t K, int64_t N,
-                                           bool with_bias, const memory::desc& dst,
+                                           const Tensor& bias, const memory::desc& dst,
                                            const PostOps& post) {
-  memory::desc w_any({K, N}, memory::data_type::f32, memory::format_tag::any);
-  memory::desc bias_md = with_bias
-                             ? memory::desc({1, N}, memory::data_type::f32, memory::format_tag::ab)
-                             : memory::desc();
+  memory::desc w_any({K, N}, x_md.data_type(), memory::format_tag::any);
+  memory::desc bias_md = bias.defined() ? memory::desc({1, N}, dnnl_dtype(bias.dtype(), "linear"),
+                                                       memory::format_tag::ab)
+                                        : memory::desc();
   return make_matmul(x_md, w_any, bias_md, dst, post);
 }
 
@@ -168,12 +169,13 @@ void linear_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, 
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
   const int64_t K = x.shape()[1], N = w.shape()[0];
   DnnlKey key;
-  key.add(3).add(x.shape()).add(x.int_strides()).add(N).add(bias.defined() ? 1 : 0);
-  key.add(out.int_strides());
+  key.add(3).add(x.shape()).add(x.int_strides()).add(N);
+  key.add(bias.defined() ? 1 + static_cast<int64_t>(bias.dtype()) : 0);
+  key.add(out.int_strides()).add(static_cast<int64_t>(x.dtype()));
   dnnl_add_post_ops_key(key, post);
   key.add(dnnl_prepare_threads());
   auto prim = dnnl_cached_primitive(
-      key, [&] { return make_linear(dnnl_md(x), K, N, bias.defined(), dnnl_md(out), post); });
+      key, [&] { return make_linear(dnnl_md(x), K, N, bias, dnnl_md(out), post); });
   LATHE_CHECK(prim != nullptr, "[linear] oneDNN rejected x ", x.shape_string(), " weight ",
               w.shape_string());
   const dnnl::primitive_desc& pd = prim->pd;
@@ -214,7 +216,9 @@ void linear_direct(const Tensor& x, const Tensor& w, const Tensor& bias, const T
 
 void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out.numel() == 0) return;
-  if (a.dtype() == DType::f32 && a.numel() > 0 && b.numel() > 0) {
+  const bool bf16 = a.dtype() == DType::bf16 && b.dtype() == DType::bf16 &&
+                    out.dtype() == DType::bf16 && dnnl_bf16_native();
+  if ((a.dtype() == DType::f32 || bf16) && a.numel() > 0 && b.numel() > 0) {
     matmul_dnnl(a, b, out);
   } else {
     LATHE_DISPATCH_FLOATING(a.dtype(), "matmul", [&] { matmul_direct<scalar_t>(a, b, out); });
@@ -224,6 +228,11 @@ void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out) {
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
                     const PostOps& post) {
   if (out.numel() == 0) return;
+  if (x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && out.dtype() == DType::bf16 &&
+      dnnl_bf16_native() && x.numel() > 0 && w.numel() > 0) {
+    linear_dnnl(x, w, bias, out, post);
+    return;
+  }
   if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
     if (kernel_gemv_enabled() && linear_gemv(x, w, bias, out, post)) return;
     linear_dnnl(x, w, bias, out, post);

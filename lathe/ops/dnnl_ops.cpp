@@ -440,17 +440,29 @@ std::vector<AttrSpec> conv2d_attrs() {
           required("dilation", AttrType::int_list), required("groups", AttrType::integer)};
 }
 
+// A contraction whose operands are all bf16 runs in oneDNN's bf16 kernels (f32 accumulation)
+// where the CPU has them.
+static bool all_bf16_on_dnnl(TensorList in) {
+  if (!dnnl_bf16_native()) return false;
+  for (const Tensor& t : in)
+    if (t.defined() && t.dtype() != DType::bf16) return false;
+  return true;
+}
+
 void register_dnnl_ops(OpRegistry& r) {
   using T = AttrType;
   using C = OpCategory;
   OpDef conv2d =
       define_out_op("conv2d", 3, conv2d_rule, conv2d_out_kernel, C::contraction, conv2d_attrs());
   conv2d.parse_attrs = parse_conv2d_attrs;
+  conv2d.native_low_precision_for = all_bf16_on_dnnl;
   r.add(std::move(conv2d), conv2d_out_kernel);
-  r.add(define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction, {}),
-        linear_out_kernel);
-  r.add(define_out_op("matmul", 2, matmul_rule, matmul_out_kernel, C::contraction, {}),
-        matmul_out_kernel);
+  OpDef linear = define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction, {});
+  linear.native_low_precision_for = all_bf16_on_dnnl;
+  r.add(std::move(linear), linear_out_kernel);
+  OpDef matmul = define_out_op("matmul", 2, matmul_rule, matmul_out_kernel, C::contraction, {});
+  matmul.native_low_precision_for = all_bf16_on_dnnl;
+  r.add(std::move(matmul), matmul_out_kernel);
   OpDef max_pool =
       define_out_op("max_pool2d", 1, max_pool2d_rule, max_pool2d_out_kernel, C::pooling,
                     {required("kernel", T::int_list), required("stride", T::int_list),

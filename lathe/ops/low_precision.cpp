@@ -10,11 +10,11 @@ namespace {
 
 bool widens(const OpDef& op, TensorList inputs, const std::vector<TensorMeta>& metas) {
   if (op.native_low_precision || op.category == OpCategory::view) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && is_low_precision(t.dtype())) return true;
-  for (const TensorMeta& m : metas)
-    if (is_low_precision(m.dtype)) return true;
-  return false;
+  bool any = false;
+  for (const Tensor& t : inputs) any |= t.defined() && is_low_precision(t.dtype());
+  for (const TensorMeta& m : metas) any |= is_low_precision(m.dtype);
+  if (!any) return false;
+  return !(op.native_low_precision_for && op.native_low_precision_for(inputs));
 }
 
 // A dtype attribute that asks for a 16-bit result asks the f32 kernel for f32.

@@ -125,6 +125,9 @@ struct OpDef {
   // any other op, run_eager_kernel hands the kernel f32 copies of 16-bit inputs and rounds its
   // results once to the dtypes the shape rule gave (views never compute).
   bool native_low_precision = false;
+  // When set, decides per call instead (true: this call's kernel reads the 16-bit inputs itself):
+  // conv2d, linear and matmul hand bf16 to oneDNN where the CPU runs it natively.
+  std::function<bool(TensorList inputs)> native_low_precision_for = nullptr;
 
   // ---- autograd ----
   // The values autograd saves for the vjp: input i is saved when vjp_reads_input(i, attrs) is
