@@ -125,7 +125,40 @@ bool frozen_passes(const EntryGuards::FrozenCheck& c) {
 
 std::string describe(const Tensor& t) { return t.defined() ? t.shape_string() : "undefined"; }
 
+// The bytes [first, last) a tensor with elements spans in its storage.
+std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
+  int64_t lo = t.storage_offset(), hi = lo;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t step = (t.sizes()[d].expect_int() - 1) * t.strides()[d].expect_int();
+    (step > 0 ? hi : lo) += step;
+  }
+  const int64_t item = static_cast<int64_t>(itemsize(t.dtype()));
+  return {lo * item, (hi + 1) * item};
+}
+
+bool share_memory(const Tensor& a, const Tensor& b) {
+  if (a.is_same(b) || !a.has_storage() || a.impl().storage != b.impl().storage || a.numel() == 0 ||
+      b.numel() == 0)
+    return false;
+  auto [a0, a1] = byte_extent(a);
+  auto [b0, b1] = byte_extent(b);
+  return a0 < b1 && b0 < a1;
+}
+
 }  // namespace
+
+std::pair<int32_t, int32_t> overlapping_arguments(const std::vector<Arg>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor* a = std::get_if<Tensor>(&args[i]);
+    if (!a || !a->defined()) continue;
+    for (size_t j = i + 1; j < args.size(); ++j) {
+      const Tensor* b = std::get_if<Tensor>(&args[j]);
+      if (b && b->defined() && share_memory(*a, *b))
+        return {static_cast<int32_t>(i), static_cast<int32_t>(j)};
+    }
+  }
+  return {-1, -1};
+}
 
 void make_arg_views(const std::vector<Arg>& args, sym::ArgView* out) {
   for (size_t i = 0; i < args.size(); ++i) {
@@ -205,6 +238,10 @@ GuardFailure EntryGuards::check(const std::vector<Arg>& args,
     if (!frozen_passes(frozen_[i])) return {S::kFrozen, static_cast<int32_t>(i)};
   sym::GuardCheck r = program_.check(views);
   if (!r.ok()) return {S::kProgram, r.failed};
+  if (!written_args_.empty()) {
+    auto [i, j] = overlapping_arguments(args);
+    if (i >= 0) return {S::kOverlap, j};
+  }
   return {};
 }
 
@@ -351,6 +388,12 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
     case S::kProgram:
       os << program_.explain(views, sym::GuardCheck{f.index});
       break;
+    case S::kOverlap: {
+      auto [i, j] = overlapping_arguments(args);
+      os << "guard failed: tensor arguments share no memory  # the graph writes " << written_list()
+         << " in place; actual: arg" << i << " and arg" << j << " are views of one storage";
+      break;
+    }
   }
   return os.str();
 }
@@ -390,7 +433,17 @@ std::string EntryGuards::to_string() const {
   for (const FrozenCheck& c : frozen_)
     os << c.name << " is the tensor frozen, storage version == " << c.version << "\n";
   os << program_.to_string();
+  if (!written_args_.empty())
+    os << "tensor arguments share no memory  # the graph writes " << written_list()
+       << " in place\n";
   return os.str();
+}
+
+std::string EntryGuards::written_list() const {
+  std::string s;
+  for (size_t k = 0; k < written_args_.size(); ++k)
+    s += (k ? ", arg" : "arg") + std::to_string(written_args_[k]);
+  return s;
 }
 
 }  // namespace lathe::detail
