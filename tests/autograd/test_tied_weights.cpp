@@ -28,6 +28,7 @@ class TiedAutoencoder : public nn::Module {
     dec = register_module("dec", nn::make<nn::Linear>(5, 5));
     dec->set_parameter("weight", enc->param("weight"));
     to(DType::f64);
+    for (Tensor& t : parameters()) t.set_requires_grad(true);
   }
   Tensor forward(const Tensor& x) override { return dec->forward(tanh(enc->forward(x))); }
   std::shared_ptr<nn::Linear> enc, dec;

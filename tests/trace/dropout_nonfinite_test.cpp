@@ -51,7 +51,9 @@ void expect_dropout_rule(const Tensor& y, const Tensor& x, const Tensor& mask, d
   }
   // Both branches are exercised (the seed is fixed).
   EXPECT_GT(dropped, 0) << what;
-  if (p < 1) EXPECT_GT(kept, 0) << what;
+  if (p < 1) {
+    EXPECT_GT(kept, 0) << what;
+  }
 }
 
 struct DropoutCase {
@@ -59,6 +61,10 @@ struct DropoutCase {
   double p;
   bool grad;
 };
+
+void PrintTo(const DropoutCase& c, std::ostream* os) {
+  *os << c.backend << " p=" << c.p << (c.grad ? " grad" : " no grad");
+}
 
 class DropoutNonFinite : public ::testing::TestWithParam<DropoutCase> {};
 INSTANTIATE_TEST_SUITE_P(
