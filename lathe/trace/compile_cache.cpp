@@ -126,8 +126,7 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   std::shared_ptr<const CacheEntry> e = compile_entry(args);
   trace_lock.unlock();
   // Traced from this very call: the graph is right for calls without shared memory only.
-  if (e->guards.writes_arguments() && overlapping_arguments(args).first >= 0)
-    return run_aliased(*e, args);
+  if (e->guards.shared_memory(args).first >= 0) return run_aliased(*e, args);
   return run_first(*e, args,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
@@ -155,7 +154,7 @@ std::vector<Tensor> CompileCache::run_first(const CacheEntry& e, const std::vect
 
 std::vector<Tensor> CompileCache::run_aliased(const CacheEntry& e, const std::vector<Arg>& args) {
   if (!warned_aliased_.exchange(true)) {
-    auto [i, j] = overlapping_arguments(args);
+    auto [i, j] = e.guards.shared_memory(args);
     log_warning(str("[compile] '", options_.name, "': arguments ", i, " and ", j,
                     " share memory (views of one storage) and the compiled graph writes ",
                     e.guards.written_list(),

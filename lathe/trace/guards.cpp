@@ -1,6 +1,8 @@
 #include "lathe/trace/guards.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <type_traits>
 
@@ -136,26 +138,44 @@ std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
   return {lo * item, (hi + 1) * item};
 }
 
-bool share_memory(const Tensor& a, const Tensor& b) {
-  if (a.is_same(b) || !a.has_storage() || a.impl().storage != b.impl().storage || a.numel() == 0 ||
-      b.numel() == 0)
-    return false;
-  auto [a0, a1] = byte_extent(a);
-  auto [b0, b1] = byte_extent(b);
-  return a0 < b1 && b0 < a1;
-}
-
 }  // namespace
 
-std::pair<int32_t, int32_t> overlapping_arguments(const std::vector<Arg>& args) {
+std::pair<int32_t, int32_t> EntryGuards::shared_memory(const std::vector<Arg>& args) const {
+  if (written_args_.empty()) return {-1, -1};
+  // Sorted by storage and first byte, the ranges a range meets are the earlier ones of its
+  // storage still open at its first byte: n log n for calls over many parameters (an optimizer
+  // step writes them all), the open list staying short unless arguments do share memory.
+  struct Range {
+    const Storage* storage;
+    int64_t first, last;
+    int32_t arg;
+    bool written;
+    const TensorImpl* impl;
+  };
+  std::vector<Range> ranges;
   for (size_t i = 0; i < args.size(); ++i) {
-    const Tensor* a = std::get_if<Tensor>(&args[i]);
-    if (!a || !a->defined()) continue;
-    for (size_t j = i + 1; j < args.size(); ++j) {
-      const Tensor* b = std::get_if<Tensor>(&args[j]);
-      if (b && b->defined() && share_memory(*a, *b))
-        return {static_cast<int32_t>(i), static_cast<int32_t>(j)};
-    }
+    const Tensor* t = std::get_if<Tensor>(&args[i]);
+    if (!t || !t->defined() || !t->has_storage() || t->numel() == 0) continue;
+    auto [first, last] = byte_extent(*t);
+    const bool written = std::find(written_args_.begin(), written_args_.end(),
+                                   static_cast<int32_t>(i)) != written_args_.end();
+    ranges.push_back({t->impl().storage.get(), first, last, static_cast<int32_t>(i), written,
+                      t->impl_ptr().get()});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& x, const Range& y) {
+    if (x.storage != y.storage) return std::less<const Storage*>()(x.storage, y.storage);
+    return x.first < y.first;
+  });
+  std::vector<const Range*> open;
+  for (const Range& r : ranges) {
+    std::erase_if(open,
+                  [&](const Range* o) { return o->storage != r.storage || o->last <= r.first; });
+    for (const Range* o : open)
+      // Only a write makes sharing matter; the same tensor passed twice is the alias guard's
+      // (the trace knows it is one).
+      if (o->impl != r.impl && (o->written || r.written))
+        return {std::min(o->arg, r.arg), std::max(o->arg, r.arg)};
+    open.push_back(&r);
   }
   return {-1, -1};
 }
@@ -238,10 +258,7 @@ GuardFailure EntryGuards::check(const std::vector<Arg>& args,
     if (!frozen_passes(frozen_[i])) return {S::kFrozen, static_cast<int32_t>(i)};
   sym::GuardCheck r = program_.check(views);
   if (!r.ok()) return {S::kProgram, r.failed};
-  if (!written_args_.empty()) {
-    auto [i, j] = overlapping_arguments(args);
-    if (i >= 0) return {S::kOverlap, j};
-  }
+  if (auto [i, j] = shared_memory(args); i >= 0) return {S::kOverlap, j};
   return {};
 }
 
@@ -389,8 +406,8 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
       os << program_.explain(views, sym::GuardCheck{f.index});
       break;
     case S::kOverlap: {
-      auto [i, j] = overlapping_arguments(args);
-      os << "guard failed: tensor arguments share no memory  # the graph writes " << written_list()
+      auto [i, j] = shared_memory(args);
+      os << "guard failed: written arguments share no memory with other tensor arguments  # the graph writes " << written_list()
          << " in place; actual: arg" << i << " and arg" << j << " are views of one storage";
       break;
     }
@@ -434,7 +451,7 @@ std::string EntryGuards::to_string() const {
     os << c.name << " is the tensor frozen, storage version == " << c.version << "\n";
   os << program_.to_string();
   if (!written_args_.empty())
-    os << "tensor arguments share no memory  # the graph writes " << written_list()
+    os << "written arguments share no memory with other tensor arguments  # the graph writes " << written_list()
        << " in place\n";
   return os.str();
 }

@@ -105,12 +105,14 @@ class EntryGuards {
   // True when at least one module was recorded and every recorded module is in eval mode.
   bool modules_in_eval() const;
   void set_program(sym::GuardProgram program) { program_ = std::move(program); }
-  // The arguments the graph writes in place. With any, a call passes only when no two distinct
-  // tensor arguments share memory: the trace took them for independent tensors, so a write
-  // through one would not reach the other's reads (checked last, after the guard program).
+  // The arguments the graph writes in place. With any, a call passes only when none of them
+  // shares memory with another tensor argument: the trace took distinct tensors for independent
+  // ones, so a write through one would not reach the other's reads (checked last).
   void record_written_arguments(std::vector<int32_t> args) { written_args_ = std::move(args); }
-  bool writes_arguments() const { return !written_args_.empty(); }
-  const std::vector<int32_t>& written_arguments() const { return written_args_; }
+  // Two tensor arguments of the call that share memory (their byte ranges in one storage meet),
+  // one of them written by the graph, the first such pair found; {-1, -1} when there is none or
+  // the graph writes no argument.
+  std::pair<int32_t, int32_t> shared_memory(const std::vector<Arg>& args) const;
   std::string written_list() const;  // "arg0, arg2"
 
   // Checks a call; `views` are the arguments as the guard program reads them.
@@ -135,10 +137,6 @@ class EntryGuards {
   sym::GuardProgram program_;
   std::vector<int32_t> written_args_;
 };
-
-// Two tensor arguments that are distinct tensors but share memory (byte ranges in one storage
-// intersect), the first pair found; {-1, -1} when there is none.
-std::pair<int32_t, int32_t> overlapping_arguments(const std::vector<Arg>& args);
 
 // The guard program's view of a call's arguments (tensors: sizes and strides; ints: value).
 // Writes args.size() views into `out`.
