@@ -125,8 +125,13 @@ class Tensor {
   // Defined in core (core/tensor_methods.cpp); each runs the op lathe_ops registers for it
   // (core/tensor_methods.h), so tracing, the lazy device and autograd record it. Without
   // lathe_ops linked a call is an error naming the member.
+  //
+  // MAY ALIAS: the views below, reshape(), contiguous(), to_channels_last() and to(DType) may
+  // return a tensor sharing this one's storage (often *this itself). Never write through their
+  // result (data<T>(), raw_data(), an in-place op) unless writing the caller's tensor is meant:
+  // for a buffer of one's own use clone() or to_owned(), which never alias.
   Tensor view(const Shape& sizes) const;
-  Tensor reshape(const Shape& sizes) const;
+  Tensor reshape(const Shape& sizes) const;  // a view when the strides allow, else a copy
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor t() const;  // transpose of a 2-d tensor
@@ -141,11 +146,15 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const;
 
-  Tensor contiguous() const;  // self when already contiguous
-  // NHWC memory order for a 4-d tensor (self when already channels-last).
+  Tensor contiguous() const;  // MAY ALIAS: self when already contiguous
+  // NHWC memory order for a 4-d tensor (MAY ALIAS: self when already channels-last).
   Tensor to_channels_last() const;
-  Tensor clone() const;       // fresh contiguous copy
-  Tensor to(DType dt) const;  // self when already dt
+  Tensor clone() const;       // fresh contiguous copy (never aliases)
+  Tensor to(DType dt) const;  // MAY ALIAS: self when already dt
+  // A fresh contiguous copy converted to dt: never shares this tensor's storage, whatever its
+  // dtype and layout (to(dt).contiguous() is self for a contiguous tensor of dtype dt). The
+  // buffer to write into when a computation scales or updates a copy of an input.
+  Tensor to_owned(DType dt) const;
   // Defined in core (core/device_registry.cpp): moves through the device's registered transfer.
   Tensor to(Device d) const;
   // Copies src (broadcast to this shape, converting dtype) into this tensor in place.

@@ -125,6 +125,8 @@ Tensor Tensor::to(DType dt) const {
   return ops("to").clone(*this, "preserve", dt);
 }
 
+Tensor Tensor::to_owned(DType dt) const { return ops("to_owned").clone(*this, "contiguous", dt); }
+
 Tensor& Tensor::copy_(const Tensor& src) {
   // copy_ is also the transfer between devices (as in PyTorch): src moves to this device first.
   ops("copy_").copy_(*this, src.defined() && src.device() != device() ? src.to(device()) : src);

@@ -78,15 +78,29 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, bool 
     child->collect(prefix + name + ".", params, buffers, only_persistent, out);
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+namespace {
+// Keeps the first entry of each tensor object (PyTorch's remove_duplicate, by identity).
+void remove_duplicates(std::vector<std::pair<std::string, Tensor>>& items) {
+  std::set<const TensorImpl*> seen;
+  std::vector<std::pair<std::string, Tensor>> kept;
+  kept.reserve(items.size());
+  for (auto& it : items)
+    if (seen.insert(it.second.impl_ptr().get()).second) kept.push_back(std::move(it));
+  items = std::move(kept);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool remove_duplicate) const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", true, false, false, out);
+  if (remove_duplicate) remove_duplicates(out);
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool remove_duplicate) const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", false, true, false, out);
+  if (remove_duplicate) remove_duplicates(out);
   return out;
 }
 

@@ -38,10 +38,14 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
 
-  // Recursively, "layer1.0.conv1.weight" style names, in registration order.
-  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers() const;  // persistent or not
-  std::vector<Tensor> parameters() const;
+  // Recursively, "layer1.0.conv1.weight" style names, in registration order. A tensor held by
+  // several slots (a tied weight, a module registered twice) is listed once, under its first
+  // name, unless remove_duplicate is false (as PyTorch's named_parameters / named_buffers):
+  // an optimizer given parameters() then updates a tied weight once per step.
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool remove_duplicate = true) const;
+  // Persistent or not.
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool remove_duplicate = true) const;
+  std::vector<Tensor> parameters() const;  // named_parameters()' tensors, each once
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     note_access();
     return children_;
@@ -53,7 +57,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void apply(const std::function<void(const std::string&, Module&)>& fn,
              const std::string& prefix = "");
 
-  // Parameters and persistent buffers by dotted name.
+  // Parameters and persistent buffers by dotted name; a tied tensor appears under every name
+  // (as in PyTorch), so that a checkpoint loads into an untied copy too.
   std::map<std::string, Tensor> state_dict() const;
   // Copies values into the existing tensors (dtype converted, shapes must match; a 1-element
   // [1] tensor loads into a 0-d one, as PyTorch accepts for num_batches_tracked). With strict,

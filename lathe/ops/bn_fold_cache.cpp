@@ -93,7 +93,9 @@ Folded fold(const Tensor* ts, double eps, FoldKey key) {
     scale[o] = gamma[o] / std::sqrt(var[o] + eps);
     shift[o] = (b[o] - mean[o]) * scale[o] + beta[o];
   }
-  Tensor wd = w.to(DType::f64).contiguous();
+  // A buffer of our own: to(f64).contiguous() is the caller's weight itself when it is a
+  // contiguous f64 tensor, and the loop below scales it in place.
+  Tensor wd = w.to_owned(DType::f64);
   const int64_t per = w.numel() / std::max<int64_t>(O, 1);
   double* wp = wd.data<double>();
   for (int64_t o = 0; o < O; ++o)

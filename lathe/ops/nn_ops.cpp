@@ -230,17 +230,22 @@ std::vector<Tensor> dropout_kernel(TensorList in, const Attrs& a, const std::vec
   const Tensor& x = in[0];
   double p = a.get_double("p");
   Tensor out = alloc_output(x.sizes(), x.dtype(), in);
+  // A dropped element is x * 0 (PyTorch's mask multiply, and the traced x * mask): NaN for an
+  // inf or NaN x, -0 for a negative one; never a plain 0 written over it.
   if (p == 1.0) {
-    kernels::fill(out, 0.0);
+    LATHE_DISPATCH_FLOATING(x.dtype(), "dropout", [&] {
+      using T = scalar_t;
+      kernels::map1<T, double>(out, x.to(DType::f64),
+                               [](double v) { return static_cast<T>(v * 0.0); });
+    });
     return {out};
   }
   Tensor u = rand(x.sizes(), DType::f64);
   double scale = 1.0 / (1.0 - p);
   LATHE_DISPATCH_FLOATING(x.dtype(), "dropout", [&] {
     using T = scalar_t;
-    Tensor xd = x;
-    kernels::map2<T, double>(out, xd.to(DType::f64), u, [&](double v, double r) {
-      return static_cast<T>(r < p ? 0.0 : v * scale);
+    kernels::map2<T, double>(out, x.to(DType::f64), u, [&](double v, double r) {
+      return static_cast<T>(r < p ? v * 0.0 : v * scale);
     });
   });
   return {out};

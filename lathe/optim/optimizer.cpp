@@ -13,6 +13,12 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
     LATHE_CHECK(params_[i].defined(), "[optim] parameter ", i, " is undefined");
     LATHE_CHECK(is_floating(params_[i].dtype()), "[optim] parameter ", i,
                 " must be floating point, got ", params_[i].shape_string());
+    // A tensor listed twice would be stepped twice (and keep two states): a tied weight is one
+    // parameter (Module::parameters() lists it once).
+    for (size_t j = 0; j < i; ++j)
+      LATHE_CHECK(!params_[j].is_same(params_[i]), "[optim] parameter ", i, " is parameter ", j,
+                  " again (", params_[i].shape_string(),
+                  "): list each tensor once, a tied weight included");
   }
 }
 

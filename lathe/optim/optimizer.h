@@ -22,6 +22,7 @@ struct OptimizerStateDict {
 
 class Optimizer {
  public:
+  // Throws when a parameter is undefined, not floating point, or listed twice.
   explicit Optimizer(std::vector<Tensor> params);
   virtual ~Optimizer() = default;
 

@@ -67,9 +67,9 @@ using Arg = std::variant<Tensor, int64_t, double, bool>;
 // Counters of one compiled function (all calls, all threads).
 struct CompileStats {
   int64_t calls = 0;
-  int64_t hits = 0;         // calls served by a cache entry
-  int64_t compiles = 0;     // traces that produced an entry
-  int64_t eager_calls = 0;  // calls run eagerly past the recompile limit
+  int64_t hits = 0;            // calls served by a cache entry
+  int64_t compiles = 0;        // traces that produced an entry
+  int64_t eager_calls = 0;     // calls run eagerly: recompile limit, or views of one storage
   int64_t failed_traces = 0;   // traces that threw (the error reached the caller)
   int64_t verified_calls = 0;  // calls checked against eager (CompileOptions::verify)
 };

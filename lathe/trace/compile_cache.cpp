@@ -68,8 +68,8 @@ CompileCache::CompileCache(CompiledFunction::Fn fn, CompileOptions options,
 
 std::shared_ptr<const CacheEntry> CompileCache::lookup(const std::vector<Arg>& args,
                                                        std::span<const sym::ArgView> views,
-                                                       std::string* reason) {
-  std::shared_ptr<const CacheEntry> hit;
+                                                       std::string* reason, bool* shared_memory) {
+  std::shared_ptr<const CacheEntry> hit, aliased;
   size_t hit_index = 0;
   {
     std::shared_lock lock(mu_);
@@ -81,7 +81,12 @@ std::shared_ptr<const CacheEntry> CompileCache::lookup(const std::vector<Arg>& a
         break;
       }
       if (i == 0 && reason) *reason = entries_[0]->guards.explain(args, views, f);
+      if (f.stage == GuardFailure::Stage::kOverlap && !aliased) aliased = entries_[i];
     }
+  }
+  if (!hit && aliased && shared_memory) {
+    *shared_memory = true;
+    return aliased;  // for the caller to run eagerly, not the entry
   }
   if (hit && hit_index > 0) {
     std::unique_lock lock(mu_);
@@ -104,9 +109,11 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   }
   std::unique_lock trace_lock(trace_mu_);
   std::string reason;
-  if (std::shared_ptr<const CacheEntry> e = lookup(args, views.span(), &reason)) {
-    trace_lock.unlock();  // compiled meanwhile
-    hits_.fetch_add(1, std::memory_order_relaxed);
+  bool shared_memory = false;
+  if (std::shared_ptr<const CacheEntry> e = lookup(args, views.span(), &reason, &shared_memory)) {
+    trace_lock.unlock();
+    if (shared_memory) return run_aliased(*e, args);
+    hits_.fetch_add(1, std::memory_order_relaxed);  // compiled meanwhile
     return run_entry(*e, args);
   }
   const bool dropped = drop_stale_entries();
@@ -118,6 +125,8 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<const CacheEntry> e = compile_entry(args);
   trace_lock.unlock();
+  // Traced from this very call: the graph is right for calls without shared memory only.
+  if (e->guards.shared_memory(args).first >= 0) return run_aliased(*e, args);
   return run_first(*e, args,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
@@ -141,6 +150,19 @@ std::vector<Tensor> CompileCache::run_first(const CacheEntry& e, const std::vect
           " ms (oneDNN primitives created ", d.primitive_s * 1e3, " ms (", d.primitives,
           "), weights reordered ", d.weight_reorder_s * 1e3, " ms (", d.weight_reorders, "))"));
   return outs;
+}
+
+std::vector<Tensor> CompileCache::run_aliased(const CacheEntry& e, const std::vector<Arg>& args) {
+  if (!warned_aliased_.exchange(true)) {
+    auto [i, j] = e.guards.shared_memory(args);
+    log_warning(str("[compile] '", options_.name, "': arguments ", i, " and ", j,
+                    " share memory (views of one storage) and the compiled graph writes ",
+                    e.guards.written_list(),
+                    " in place; the trace treats arguments as independent, so such calls run "
+                    "eagerly"));
+  }
+  eager_calls_.fetch_add(1, std::memory_order_relaxed);
+  return fn_(args);
 }
 
 bool CompileCache::drop_stale_entries() {
@@ -351,6 +373,7 @@ void CompileCache::reset() {
   auto_dynamic_.clear();
   auto_dynamic_failed_ = false;
   warned_ = false;
+  warned_aliased_ = false;
 }
 
 }  // namespace lathe::detail

@@ -34,10 +34,15 @@ class CompileCache {
 
  private:
   // The entry whose guards pass, moved to the front; null on a miss. On a miss, `reason` gets
-  // the failing guard of the most recently used entry.
+  // the failing guard of the most recently used entry, and `shared_memory` (when given) whether
+  // some entry failed only because arguments it writes share memory (see run_aliased).
   std::shared_ptr<const CacheEntry> lookup(const std::vector<Arg>& args,
-                                           std::span<const sym::ArgView> views,
-                                           std::string* reason);
+                                           std::span<const sym::ArgView> views, std::string* reason,
+                                           bool* shared_memory = nullptr);
+  // A call whose tensor arguments share memory (views of one storage) while the entry's graph
+  // writes an argument: the trace took them for independent tensors, so the call runs eagerly
+  // (a trace would take them so again), with a warning the first time.
+  std::vector<Tensor> run_aliased(const CacheEntry& e, const std::vector<Arg>& args);
   // After a miss (trace_mu_ held): records `reason` and logs the recompile; false, after a
   // one-time warning, once the recompile limit is reached (throws instead when configured so).
   // `dropped`: drop_stale_entries removed entries (the reason is still recorded).
@@ -76,6 +81,7 @@ class CompileCache {
   std::vector<std::vector<bool>> auto_dynamic_;    // per argument and dim
   bool auto_dynamic_failed_ = false;  // a dynamic trace failed (kAuto, kDynamic): stay static
   bool warned_ = false;
+  std::atomic<bool> warned_aliased_{false};
 
   std::atomic<int64_t> calls_{0}, hits_{0}, compiles_{0}, eager_calls_{0};
   std::atomic<int64_t> failed_traces_{0}, verified_calls_{0};

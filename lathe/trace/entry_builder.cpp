@@ -28,9 +28,11 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
       for (size_t pos = 0; pos < origin.size(); ++pos)
         if (origin[pos] == -1 - o.index) returned[pos] = 1;
     }
+  std::vector<int32_t> written_args;
   for (size_t pos = 0; pos < origin.size(); ++pos) {
     if (origin[pos] >= 0) {
       entry.on_lazy_device |= graph.inputs()[pos]->type().device.kind() == DeviceKind::lazy;
+      if (tracer.input_written(pos)) written_args.push_back(origin[pos]);
       continue;
     }
     const size_t k = static_cast<size_t>(-1 - origin[pos]);
@@ -46,6 +48,7 @@ void plan_captures(CacheEntry& entry, const Tracer& tracer, const ir::Graph& gra
     entry.on_lazy_device |= on_lazy(entry.captured[k]);
   }
   for (Device d : entry.output_device) entry.on_lazy_device |= !d.is_cpu();
+  entry.guards.record_written_arguments(std::move(written_args));
 }
 
 // With grad on, each capture's requires_grad as traced (checked before the entry runs: a

@@ -1,6 +1,8 @@
 #include "lathe/trace/guards.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <type_traits>
 
@@ -125,7 +127,58 @@ bool frozen_passes(const EntryGuards::FrozenCheck& c) {
 
 std::string describe(const Tensor& t) { return t.defined() ? t.shape_string() : "undefined"; }
 
+// The bytes [first, last) a tensor with elements spans in its storage.
+std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
+  int64_t lo = t.storage_offset(), hi = lo;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t step = (t.sizes()[d].expect_int() - 1) * t.strides()[d].expect_int();
+    (step > 0 ? hi : lo) += step;
+  }
+  const int64_t item = static_cast<int64_t>(itemsize(t.dtype()));
+  return {lo * item, (hi + 1) * item};
+}
+
 }  // namespace
+
+std::pair<int32_t, int32_t> EntryGuards::shared_memory(const std::vector<Arg>& args) const {
+  if (written_args_.empty()) return {-1, -1};
+  // Sorted by storage and first byte, the ranges a range meets are the earlier ones of its
+  // storage still open at its first byte: n log n for calls over many parameters (an optimizer
+  // step writes them all), the open list staying short unless arguments do share memory.
+  struct Range {
+    const Storage* storage;
+    int64_t first, last;
+    int32_t arg;
+    bool written;
+    const TensorImpl* impl;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor* t = std::get_if<Tensor>(&args[i]);
+    if (!t || !t->defined() || !t->has_storage() || t->numel() == 0) continue;
+    auto [first, last] = byte_extent(*t);
+    const bool written = std::find(written_args_.begin(), written_args_.end(),
+                                   static_cast<int32_t>(i)) != written_args_.end();
+    ranges.push_back({t->impl().storage.get(), first, last, static_cast<int32_t>(i), written,
+                      t->impl_ptr().get()});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& x, const Range& y) {
+    if (x.storage != y.storage) return std::less<const Storage*>()(x.storage, y.storage);
+    return x.first < y.first;
+  });
+  std::vector<const Range*> open;
+  for (const Range& r : ranges) {
+    std::erase_if(open,
+                  [&](const Range* o) { return o->storage != r.storage || o->last <= r.first; });
+    for (const Range* o : open)
+      // Only a write makes sharing matter; the same tensor passed twice is the alias guard's
+      // (the trace knows it is one).
+      if (o->impl != r.impl && (o->written || r.written))
+        return {std::min(o->arg, r.arg), std::max(o->arg, r.arg)};
+    open.push_back(&r);
+  }
+  return {-1, -1};
+}
 
 void make_arg_views(const std::vector<Arg>& args, sym::ArgView* out) {
   for (size_t i = 0; i < args.size(); ++i) {
@@ -205,6 +258,7 @@ GuardFailure EntryGuards::check(const std::vector<Arg>& args,
     if (!frozen_passes(frozen_[i])) return {S::kFrozen, static_cast<int32_t>(i)};
   sym::GuardCheck r = program_.check(views);
   if (!r.ok()) return {S::kProgram, r.failed};
+  if (auto [i, j] = shared_memory(args); i >= 0) return {S::kOverlap, j};
   return {};
 }
 
@@ -351,6 +405,12 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
     case S::kProgram:
       os << program_.explain(views, sym::GuardCheck{f.index});
       break;
+    case S::kOverlap: {
+      auto [i, j] = shared_memory(args);
+      os << "guard failed: written arguments share no memory with other tensor arguments  # the graph writes " << written_list()
+         << " in place; actual: arg" << i << " and arg" << j << " are views of one storage";
+      break;
+    }
   }
   return os.str();
 }
@@ -390,7 +450,17 @@ std::string EntryGuards::to_string() const {
   for (const FrozenCheck& c : frozen_)
     os << c.name << " is the tensor frozen, storage version == " << c.version << "\n";
   os << program_.to_string();
+  if (!written_args_.empty())
+    os << "written arguments share no memory with other tensor arguments  # the graph writes " << written_list()
+       << " in place\n";
   return os.str();
+}
+
+std::string EntryGuards::written_list() const {
+  std::string s;
+  for (size_t k = 0; k < written_args_.size(); ++k)
+    s += (k ? ", arg" : "arg") + std::to_string(written_args_[k]);
+  return s;
 }
 
 }  // namespace lathe::detail

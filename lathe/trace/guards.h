@@ -29,7 +29,8 @@ struct GuardFailure {
     kSlot,
     kCaptureGrad,
     kFrozen,
-    kProgram
+    kProgram,
+    kOverlap
   };
   Stage stage = Stage::kNone;
   int32_t index = 0;  // the argument, module or program instruction
@@ -104,6 +105,15 @@ class EntryGuards {
   // True when at least one module was recorded and every recorded module is in eval mode.
   bool modules_in_eval() const;
   void set_program(sym::GuardProgram program) { program_ = std::move(program); }
+  // The arguments the graph writes in place. With any, a call passes only when none of them
+  // shares memory with another tensor argument: the trace took distinct tensors for independent
+  // ones, so a write through one would not reach the other's reads (checked last).
+  void record_written_arguments(std::vector<int32_t> args) { written_args_ = std::move(args); }
+  // Two tensor arguments of the call that share memory (their byte ranges in one storage meet),
+  // one of them written by the graph, the first such pair found; {-1, -1} when there is none or
+  // the graph writes no argument.
+  std::pair<int32_t, int32_t> shared_memory(const std::vector<Arg>& args) const;
+  std::string written_list() const;  // "arg0, arg2"
 
   // Checks a call; `views` are the arguments as the guard program reads them.
   GuardFailure check(const std::vector<Arg>& args, std::span<const sym::ArgView> views) const;
@@ -125,6 +135,7 @@ class EntryGuards {
   std::vector<CaptureGradCheck> capture_grads_;
   std::vector<std::shared_ptr<nn::Module>> keep_alive_;
   sym::GuardProgram program_;
+  std::vector<int32_t> written_args_;
 };
 
 // The guard program's view of a call's arguments (tensors: sizes and strides; ints: value).

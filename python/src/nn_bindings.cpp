@@ -61,8 +61,8 @@ void bind_nn(nb::module_& root) {
       .def("state_dict", &Module::state_dict)
       .def("load_state_dict", &Module::load_state_dict, arg("state_dict"), arg("strict") = true,
            Release())
-      .def("named_parameters", &Module::named_parameters)
-      .def("named_buffers", &Module::named_buffers)
+      .def("named_parameters", &Module::named_parameters, arg("remove_duplicate") = true)
+      .def("named_buffers", &Module::named_buffers, arg("remove_duplicate") = true)
       .def("parameters", &Module::parameters)
       .def("named_children", [](const Module& self) { return self.named_children(); })
       .def("named_modules", &Module::named_modules)

@@ -82,3 +82,23 @@ TEST(TensorMethods, WithoutTheOpsLayerAMemberNamesWhatIsMissing) {
   EXPECT_NE(message.find("link lathe_ops"), std::string::npos) << message;
   EXPECT_EQ(x.reshape({6, 4}).shape(), (std::vector<int64_t>{6, 4}));
 }
+
+// to(dt) and contiguous() may return the tensor itself (writing through the result writes the
+// caller's data); to_owned(dt) is always a fresh contiguous buffer with the same values.
+TEST(TensorMethods, ToOwnedNeverAliases) {
+  Tensor w = arange(0.0, 24.0, 1.0, DType::f64).view({2, 3, 4});
+  EXPECT_TRUE(w.to(DType::f64).contiguous().is_same(w));  // the footgun to_owned avoids
+  const Tensor cases[] = {w, w.transpose(0, 2), w.slice(2, 0, 4, 2)};
+  for (const Tensor& t : cases) {
+    for (DType dt : {DType::f64, DType::f32}) {
+      SCOPED_TRACE(t.shape_string() + " to " + dtype_name(dt));
+      Tensor o = t.to_owned(dt);
+      EXPECT_EQ(o.dtype(), dt);
+      EXPECT_TRUE(o.is_contiguous());
+      EXPECT_NE(o.impl().storage, t.impl().storage);
+      EXPECT_EQ(o.to_vector<double>(), t.to_vector<double>());
+      o.fill_(-1.0);
+      EXPECT_EQ(w.to_vector<double>()[5], 5.0);  // the source is untouched
+    }
+  }
+}

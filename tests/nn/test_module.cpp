@@ -311,3 +311,58 @@ TEST(Module, ToDtypeConvertsFloatingTensorsInPlace) {
   EXPECT_EQ(y.dtype(), DType::f64);
   EXPECT_THROW(b->to(DType::i32), Error);
 }
+
+namespace {
+
+// Two linear layers whose weights are one tensor (weight tying, as an embedding and its output
+// projection): 4 parameter slots, 3 tensors.
+class Tied : public Module {
+ public:
+  Tied() {
+    enc = register_module("enc", make<Linear>(5, 5));
+    dec = register_module("dec", make<Linear>(5, 5));
+    dec->set_parameter("weight", enc->param("weight"));
+  }
+  std::shared_ptr<Linear> enc, dec;
+};
+
+}  // namespace
+
+// As PyTorch: parameters() and named_parameters() list a tied tensor once, under its first name;
+// named_parameters(false) and state_dict() keep every name.
+TEST(Module, TiedWeightIsListedOnce) {
+  auto m = make<Tied>();
+  std::vector<std::string> names;
+  for (auto& [n, t] : m->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"enc.weight", "enc.bias", "dec.bias"}));
+  auto ps = m->parameters();
+  ASSERT_EQ(ps.size(), 3u);
+  EXPECT_TRUE(ps[0].is_same(m->enc->param("weight")));
+  EXPECT_TRUE(ps[0].is_same(m->dec->param("weight")));
+  EXPECT_EQ(m->named_parameters(/*remove_duplicate=*/false).size(), 4u);
+  auto sd = m->state_dict();
+  ASSERT_EQ(sd.size(), 4u);
+  EXPECT_TRUE(sd.at("dec.weight").is_same(sd.at("enc.weight")));
+  // A checkpoint of the tied module loads (both names present, one tensor written twice).
+  auto other = make<Tied>();
+  other->load_state_dict(sd);
+  EXPECT_EQ(other->enc->param("weight").to_vector<float>(),
+            m->enc->param("weight").to_vector<float>());
+  EXPECT_TRUE(other->dec->param("weight").is_same(other->enc->param("weight")));
+}
+
+// A module registered under two names (shared layers) lists its tensors once too, buffers
+// included.
+TEST(Module, SharedChildIsListedOnce) {
+  auto bn = make<BatchNorm2d>(3);
+  Sequential seq;
+  seq.push_back(bn);
+  seq.push_back(bn);
+  EXPECT_EQ(seq.parameters().size(), 2u);
+  EXPECT_EQ(seq.named_parameters(false).size(), 4u);
+  std::vector<std::string> bufs;
+  for (auto& [n, t] : seq.named_buffers()) bufs.push_back(n);
+  EXPECT_EQ(bufs,
+            (std::vector<std::string>{"0.running_mean", "0.running_var", "0.num_batches_tracked"}));
+  EXPECT_EQ(seq.state_dict().size(), 10u);
+}
