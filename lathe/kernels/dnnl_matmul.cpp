@@ -226,8 +226,13 @@ void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
-                    const PostOps& post) {
+                    const PostOps& post, bool bf16) {
   if (out.numel() == 0) return;
+  if (bf16 && x.dtype() == DType::f32 && w.dtype() == DType::f32 && out.dtype() == DType::f32 &&
+      dnnl_bf16_native() && x.numel() > 0 && w.numel() > 0) {
+    linear_dnnl(dnnl_round_to_bf16(x), w, bias, out, post);
+    return;
+  }
   if (x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && out.dtype() == DType::bf16 &&
       dnnl_bf16_native() && x.numel() > 0 && w.numel() > 0) {
     linear_dnnl(x, w, bias, out, post);
