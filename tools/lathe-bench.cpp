@@ -575,6 +575,13 @@ AccError compare(const std::vector<Tensor>& out, const std::vector<Tensor>& ref,
   return e;
 }
 
+// The bf16 accuracy rule: a backend computing at bf16 precision passes when the RMSE of its
+// outputs against the fp64 reference is at most this fraction of the largest |reference output|.
+// The ten models' bf16 compiles give 0.09-0.24% (docs/benchmarks.md); a contraction accumulating
+// in bf16 instead of f32 gives several percent, and a 10% error on every output (the bf16
+// --inject-error self-test) fails it.
+constexpr double kBf16RmseOfScale = 1e-2;
+
 int run_accuracy(const Args& a, const std::vector<std::string>& names) {
   std::ostringstream md;
   md << "| model |";
@@ -617,15 +624,20 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
     line << "[lathe-bench] " << name << " accuracy (fp64 reference, max |output| " << scale
          << ", tolerance " << a.tolerance << "):";
     for (const Runner& r : runners) {
+      const bool bf16 = is_compile(r.name) && (bf16_suffix(r.name) || a.precision == DType::bf16);
       // Two calls: the first traces / compiles, the second replays.
       r.call(r.prepare(inputs));
       std::vector<Tensor> out = r.call(r.prepare(inputs));
       if (r.name == a.inject_error)  // proves the check can fail (a test runs it)
-        for (Tensor& t : out) t = lathe::mul(t.to(Device::cpu()), 1.01);
+        for (Tensor& t : out) t = lathe::mul(t.to(Device::cpu()), bf16 ? 1.1 : 1.01);
       const AccError e = compare(out, ref, a.tolerance, scale);
-      const bool rmse_ok = e.rmse <= 2 * eager_err.rmse;
-      const char* status = e.allclose ? "pass" : rmse_ok ? "pass (rmse)" : "FAIL";
-      if (!e.allclose && !rmse_ok) ++failures;
+      // bf16 (kBf16RmseOfScale): the RMSE within 1% of the largest |reference output|.
+      const bool rmse_ok = bf16 ? e.rmse <= kBf16RmseOfScale * scale : e.rmse <= 2 * eager_err.rmse;
+      const char* status = bf16           ? (rmse_ok ? "pass (bf16 rmse)" : "FAIL")
+                           : e.allclose ? "pass"
+                           : rmse_ok    ? "pass (rmse)"
+                                        : "FAIL";
+      if (bf16 ? !rmse_ok : !e.allclose && !rmse_ok) ++failures;
       md << " " << status << " |";
       char buf[200];
       std::snprintf(buf, sizeof buf, " %s %s (max abs err %.3g, rmse %.3g, eager rmse %.3g)",
@@ -644,7 +656,8 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
   std::cout << "lathe-bench --accuracy --inference, batch " << a.batch
             << ", fp64 eager reference; pass: allclose with rtol " << a.tolerance << " and atol "
             << a.tolerance
-            << " x min(1, max |reference output|), or pass (rmse): RMSE within 2x eager-f32's"
+            << " x min(1, max |reference output|), or pass (rmse): RMSE within 2x eager-f32's;"
+            << " bf16 compiles: RMSE within " << kBf16RmseOfScale << " x max |reference output|"
             << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
             << md.str();
   if (failures > 0) {
