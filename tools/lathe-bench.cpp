@@ -633,7 +633,7 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
       const AccError e = compare(out, ref, a.tolerance, scale);
       // bf16 (kBf16RmseOfScale): the RMSE within 1% of the largest |reference output|.
       const bool rmse_ok = bf16 ? e.rmse <= kBf16RmseOfScale * scale : e.rmse <= 2 * eager_err.rmse;
-      const char* status = bf16           ? (rmse_ok ? "pass (bf16 rmse)" : "FAIL")
+      const char* status = bf16         ? (rmse_ok ? "pass (bf16 rmse)" : "FAIL")
                            : e.allclose ? "pass"
                            : rmse_ok    ? "pass (rmse)"
                                         : "FAIL";

@@ -92,8 +92,8 @@ dnnl::memory dnnl_mem(const dnnl::memory::desc& md, const Tensor& t) {
 
 Tensor dnnl_round_to_bf16(const Tensor& x) {
   const bool dense = x.is_non_overlapping_and_dense();
-  Tensor y = dense ? empty_strided(x.sizes(), x.strides(), DType::bf16)
-                   : empty(x.sizes(), DType::bf16);
+  Tensor y =
+      dense ? empty_strided(x.sizes(), x.strides(), DType::bf16) : empty(x.sizes(), DType::bf16);
   if (x.numel() == 0) return y;
   const std::vector<int64_t> dims = x.shape();
   dnnl::memory from = dnnl_mem(dnnl_md(dims, x.int_strides(), x.dtype()), x);

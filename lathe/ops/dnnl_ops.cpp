@@ -468,7 +468,7 @@ void register_dnnl_ops(OpRegistry& r) {
   conv2d.native_low_precision_for = all_bf16_on_dnnl;
   r.add(std::move(conv2d), conv2d_out_kernel);
   OpDef linear = define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction,
-                                {optional("precision", T::string)});
+                               {optional("precision", T::string)});
   linear.native_low_precision_for = all_bf16_on_dnnl;
   r.add(std::move(linear), linear_out_kernel);
   OpDef matmul = define_out_op("matmul", 2, matmul_rule, matmul_out_kernel, C::contraction, {});

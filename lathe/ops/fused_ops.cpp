@@ -269,9 +269,9 @@ std::vector<TensorMeta> conv2d_blocked_rule(TensorList in, const Attrs& a) {
               "block ",
               block, ", got ", w.shape_string());
   auto z = x.shape();
-  Tensor x4 = empty_strided(
-      plain ? x.sizes() : to_shape({z[0], z[1] * block, z[2], z[3]}), to_shape({0, 0, 0, 0}),
-      x.dtype());  // sizes only, for conv2d's rule
+  Tensor x4 = empty_strided(plain ? x.sizes() : to_shape({z[0], z[1] * block, z[2], z[3]}),
+                            to_shape({0, 0, 0, 0}),
+                            x.dtype());  // sizes only, for conv2d's rule
   std::vector<Tensor> conv_in{x4, w, in[kBbias]};
   std::vector<TensorMeta> m = LATHE_OP("conv2d").shape(conv_in, a);
   auto os = to_ints(m[0].sizes);

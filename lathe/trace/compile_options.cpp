@@ -70,9 +70,9 @@ std::string CompileOptions::to_string() const {
      << ", recompile_limit=" << recompile_limit
      << ", error_on_recompile_limit=" << (error_on_recompile_limit ? "true" : "false")
      << ", name=" << name << ", freeze=" << (freeze ? "true" : "false")
-     << ", precision=" << dtype_name(precision)
-     << ", verify=" << (verify ? "true" : "false") << ", verify_calls=" << verify_calls
-     << ", verify_rtol=" << verify_rtol << ", verify_atol=" << verify_atol << ", logs=" << logs
+     << ", precision=" << dtype_name(precision) << ", verify=" << (verify ? "true" : "false")
+     << ", verify_calls=" << verify_calls << ", verify_rtol=" << verify_rtol
+     << ", verify_atol=" << verify_atol << ", logs=" << logs
      << ", partitioner=" << (partitioner ? partitioner->name() : "default") << ")";
   return os.str();
 }

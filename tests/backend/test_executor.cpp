@@ -191,11 +191,16 @@ TEST(PlannedExecutor, FusedConvNeverWritesOverAResidualItAlsoReads) {
   Value* w1 = g.add_input(ValueType::of(in[1]), cap(1, "w1"));
   Value* w2 = g.add_input(ValueType::of(in[2]), cap(2, "w2"));
   auto conv = [&](Value* input, Value* w, Value* residual) {
-    Attrs a{{"stride", Shape{1, 1}},     {"padding", Shape{1, 1}},
-            {"dilation", Shape{1, 1}},   {"groups", int64_t{1}},
-            {"eps", 0.0},                {"act", std::string("none")},
-            {"act_min", 0.0},            {"act_max", 0.0},
-            {"act2", std::string("relu")}, {"act2_min", 0.0},
+    Attrs a{{"stride", Shape{1, 1}},
+            {"padding", Shape{1, 1}},
+            {"dilation", Shape{1, 1}},
+            {"groups", int64_t{1}},
+            {"eps", 0.0},
+            {"act", std::string("none")},
+            {"act_min", 0.0},
+            {"act_max", 0.0},
+            {"act2", std::string("relu")},
+            {"act2_min", 0.0},
             {"act2_max", 0.0}};
     std::vector<Value*> ins{input, w, nullptr, nullptr, nullptr, nullptr, nullptr, residual};
     std::vector<Tensor> fakes;

@@ -52,8 +52,8 @@ double rel_err(const Tensor& a, const Tensor& b) {
 struct Built {
   ir::Graph g;
   ir::Value* input(const Tensor& t) {
-    return g.add_input(ir::ValueType::of(t), ir::InputSource{ir::InputSource::Kind::argument,
-                                                             static_cast<int>(n++), ""});
+    return g.add_input(ir::ValueType::of(t),
+                       ir::InputSource{ir::InputSource::Kind::argument, static_cast<int>(n++), ""});
   }
   ir::Value* node(const char* op, std::vector<ir::Value*> in, Attrs a) {
     const OpDef& def = OpRegistry::global().get(op);
@@ -136,9 +136,9 @@ TEST(Bf16PrecisionKernels, ConvolutionMultipliesRoundedOperandsAccumulatingInF32
     int64_t groups, stride, pad;
     bool channels_last, bias;
   };
-  const Case cases[] = {{{1, 3, 17, 13}, {16, 3, 3, 3}, 1, 2, 1, false, true},   // a stem
-                        {{2, 64, 9, 9}, {32, 64, 1, 1}, 1, 1, 0, true, false},   // 1x1
-                        {{1, 24, 7, 11}, {40, 12, 3, 3}, 2, 1, 1, true, true},   // grouped
+  const Case cases[] = {{{1, 3, 17, 13}, {16, 3, 3, 3}, 1, 2, 1, false, true},     // a stem
+                        {{2, 64, 9, 9}, {32, 64, 1, 1}, 1, 1, 0, true, false},     // 1x1
+                        {{1, 24, 7, 11}, {40, 12, 3, 3}, 2, 1, 1, true, true},     // grouped
                         {{1, 256, 5, 5}, {64, 256, 3, 3}, 1, 1, 1, false, true}};  // long sums
   uint64_t seed = 10;
   for (const Case& c : cases) {
@@ -212,8 +212,8 @@ TEST(Bf16PrecisionCompile, InferenceIsCloseToEagerAndTrainingStaysF32) {
   Tensor mean = rnd({16}, 63) * 0.1, var = add(abs(rnd({16}, 64)), 0.5);
   Tensor gamma = rnd({16}, 65), beta = rnd({16}, 66);
   auto net = [=](const std::vector<Tensor>& a) {
-    Tensor h = relu(batch_norm(conv2d(a[0], w1, {}, {1, 1}, {1, 1}), mean, var, gamma, beta,
-                               false, 0.1, 1e-5));
+    Tensor h = relu(
+        batch_norm(conv2d(a[0], w1, {}, {1, 1}, {1, 1}), mean, var, gamma, beta, false, 0.1, 1e-5));
     Tensor r = relu(add(conv2d(h, w2, {}, {1, 1}, {1, 1}), h));
     Tensor p = adaptive_avg_pool2d(r, {1, 1}).reshape({-1, 16});
     return std::vector<Tensor>{linear(p, fc)};

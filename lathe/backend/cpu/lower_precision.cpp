@@ -45,7 +45,8 @@ std::unique_ptr<ir::Graph> lower_precision(const ir::Graph& g, DType precision,
     for (const ir::Value* v : n.inputs()) inputs.push_back(copy[v]);
     std::vector<ir::ValueType> types;
     for (const ir::Value* v : n.outputs()) types.push_back(v->type());
-    ir::Node* m = copy.graph->add_node(n.op(), std::move(inputs), std::move(attrs), std::move(types));
+    ir::Node* m =
+        copy.graph->add_node(n.op(), std::move(inputs), std::move(attrs), std::move(types));
     for (size_t i = 0; i < n.outputs().size(); ++i) copy.map[n.output(i)] = m->output(i);
     (conv ? s.convs : s.linears) += 1;
     return true;

@@ -20,10 +20,10 @@
 namespace lathe::backend::cpu {
 
 struct LowerPrecisionStats {
-  int convs = 0;            // convolutions now at bf16
-  int linears = 0;          // linear layers now at bf16
-  int depthwise_kept = 0;   // depthwise convolutions left at f32
-  bool unsupported = false; // the CPU has no bf16 kernels: nothing changed
+  int convs = 0;             // convolutions now at bf16
+  int linears = 0;           // linear layers now at bf16
+  int depthwise_kept = 0;    // depthwise convolutions left at f32
+  bool unsupported = false;  // the CPU has no bf16 kernels: nothing changed
 };
 
 // `precision` is f32 (the graph comes back unchanged) or bf16; throws lathe::Error for another.

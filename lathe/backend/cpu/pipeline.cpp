@@ -165,7 +165,8 @@ bool run_lower_precision(GraphPtr& g, CpuPassContext& ctx) {
   if (ctx.options.precision == DType::f32)
     ctx.summary = "precision f32";
   else if (s.unsupported)
-    ctx.summary = "precision bf16 asked, but this CPU has no bf16 kernels (avx512_bf16 or AMX): f32";
+    ctx.summary =
+        "precision bf16 asked, but this CPU has no bf16 kernels (avx512_bf16 or AMX): f32";
   else
     ctx.summary = str(s.convs, " convolutions and ", s.linears, " linear layers at bf16 (",
                       s.depthwise_kept, " depthwise convolutions kept at f32)");
