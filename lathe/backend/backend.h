@@ -38,6 +38,10 @@ struct CompileContext {
   // executable is used (the compile cache guards their storage versions and drops the entry on
   // an in-place update), so a backend may read them at compile time and keep what it derives.
   std::vector<Tensor> constants;
+  // The compute precision the caller asks for (CompileOptions::precision): f32, or bf16 where a
+  // backend may run contractions on bf16 kernels (the graph's inputs and outputs keep their
+  // dtypes). Backends without bf16 kernels ignore it.
+  DType precision = DType::f32;
 };
 
 class Backend {

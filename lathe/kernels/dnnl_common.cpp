@@ -90,6 +90,20 @@ dnnl::memory dnnl_mem(const dnnl::memory::desc& md, const Tensor& t) {
   return dnnl::memory(md, dnnl_engine(), t.raw_data());
 }
 
+Tensor dnnl_round_to_bf16(const Tensor& x) {
+  const bool dense = x.is_non_overlapping_and_dense();
+  Tensor y =
+      dense ? empty_strided(x.sizes(), x.strides(), DType::bf16) : empty(x.sizes(), DType::bf16);
+  if (x.numel() == 0) return y;
+  const std::vector<int64_t> dims = x.shape();
+  dnnl::memory from = dnnl_mem(dnnl_md(dims, x.int_strides(), x.dtype()), x);
+  dnnl::memory to = dnnl_mem(dnnl_md(dims, y.int_strides(), DType::bf16), y);
+  dnnl_prepare_threads();
+  dnnl::reorder(from, to).execute(dnnl_stream(), from, to);
+  dnnl_stream().wait();
+  return y;
+}
+
 DnnlKey& DnnlKey::add(const Tensor& t) {
   add(static_cast<int64_t>(t.dtype()));
   add(t.shape());

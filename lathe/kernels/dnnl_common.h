@@ -41,6 +41,12 @@ dnnl::memory::desc dnnl_md(const std::vector<int64_t>& dims, const std::vector<i
 // A dnnl::memory over the tensor's data (no copy).
 dnnl::memory dnnl_mem(const dnnl::memory::desc& md, const Tensor& t);
 
+// x (f32) rounded to bf16 (to nearest even, NaN kept) in a new tensor, by one oneDNN reorder: the
+// source operand of a convolution or matmul computed at bf16 precision (Conv2dParams::bf16,
+// linear_forward's bf16). A non-overlapping and dense x keeps its strides (channels-last stays
+// channels-last), any other x comes back row-major.
+Tensor dnnl_round_to_bf16(const Tensor& x);
+
 // A key for the primitive caches: a flat list of integers (op tag, dims, strides, attributes,
 // thread count), compared exactly.
 struct DnnlKey {

@@ -126,6 +126,7 @@ void conv2d_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
   // Channels-last activations run oneDNN's brgconv kernels with no reorder; anything else is
   // copied to channels-last first (one streaming copy is far cheaper than the NCHW kernels).
   Tensor x = to_channels_last_copy(x_in);
+  if (p.bf16 && x.dtype() == DType::f32) x = dnnl_round_to_bf16(x);  // conv2d_forward checked
   // Permuted weights are read in place by the reorder; broadcast (stride-0) ones are copied.
   Tensor w = w_in.is_non_overlapping_and_dense() ? w_in : to_contiguous(w_in);
   Tensor bias = bias_in.defined() ? to_contiguous(bias_in) : bias_in;
@@ -240,7 +241,11 @@ void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias
   const memory::dims src_dims{xs[0], plain ? xs[1] : xs[1] * block, xs[2], xs[3]};
   const memory::dims dst_dims{os[0], os[1] * block, os[2], os[3]};
   const auto tag = block == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
-  const memory::desc src(src_dims, memory::data_type::f32, plain ? memory::format_tag::nchw : tag);
+  // At bf16 precision the source is rounded (one reorder) and the weight converted once, cached.
+  const bool bf16 = p.bf16 && dnnl_bf16_native();
+  const Tensor xr = bf16 ? dnnl_round_to_bf16(x) : x;
+  const memory::desc src(src_dims, bf16 ? memory::data_type::bf16 : memory::data_type::f32,
+                         plain ? memory::format_tag::nchw : tag);
   const memory::desc dst(dst_dims, memory::data_type::f32, tag);
   Tensor wc = w.is_non_overlapping_and_dense() ? w : to_contiguous(w);
   Tensor b = bias.defined() ? to_contiguous(bias) : bias;
@@ -252,16 +257,18 @@ void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias
       .add(dst_dims)
       .add(wc.shape())
       .add(p.groups);
-  key.add(p.winograd ? 1 : 0);
+  key.add(p.winograd && !bf16 ? 1 : 0).add(bf16 ? 1 : 0);
   key.add(b.defined() ? 1 : 0);
   for (int i = 0; i < 2; ++i) key.add(p.stride[i]).add(p.padding[i]).add(p.dilation[i]);
   dnnl_add_post_ops_key(key, post);
   key.add(dnnl_prepare_threads());
-  auto prim = dnnl_cached_primitive(key, [&] { return make_conv(src, dst, wc, b, p, post); });
+  Conv2dParams q = p;
+  q.winograd = p.winograd && !bf16;
+  auto prim = dnnl_cached_primitive(key, [&] { return make_conv(src, dst, wc, b, q, post); });
   const dnnl::primitive_desc& pd = prim->pd;
   DnnlWeight wmem = dnnl_cached_weight(
       wc, [&] { return user_weight_md(wc, p.groups); }, pd.weights_desc());
-  run_conv(*prim, x, wmem, b, out);
+  run_conv(*prim, xr, wmem, b, out);
 }
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p,
@@ -270,7 +277,9 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   const bool bf16 = x.dtype() == DType::bf16 && w.dtype() == DType::bf16 &&
                     out.dtype() == DType::bf16 && dnnl_bf16_native();
   if ((x.dtype() == DType::f32 || bf16) && x.numel() > 0 && w.numel() > 0) {
-    conv2d_dnnl(x, w, bias, p, out, post);
+    Conv2dParams q = p;
+    q.bf16 = p.bf16 && x.dtype() == DType::f32 && w.dtype() == DType::f32 && dnnl_bf16_native();
+    conv2d_dnnl(x, w, bias, q, out, post);
     return;
   }
   LATHE_DISPATCH_FLOATING(x.dtype(), "conv2d", [&] {

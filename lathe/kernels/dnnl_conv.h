@@ -20,6 +20,12 @@ struct Conv2dParams {
   // one's. Only the blocked kernel (conv2d_forward_blocked, nChw16c) honours it, and only where
   // oneDNN has a Winograd kernel for the shape; elsewhere the direct algorithm runs.
   bool winograd = false;
+  // Computes at bf16 precision (the cpu backend's precision pass, CompileOptions::precision): an
+  // f32 input and weight are rounded to bf16 (the weight once, cached with its reordered layout)
+  // and multiplied on oneDNN's bf16 kernels with f32 accumulation; bias, post-ops and the output
+  // stay f32. Only where dnnl_bf16_native(); elsewhere it computes in f32. Never with Winograd
+  // (oneDNN's Winograd kernels are f32 only): the direct algorithm runs.
+  bool bf16 = false;
 };
 
 using ConvPostOps = PostOps;

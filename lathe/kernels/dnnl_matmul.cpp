@@ -171,7 +171,10 @@ void linear_dnnl(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, 
   DnnlKey key;
   key.add(3).add(x.shape()).add(x.int_strides()).add(N);
   key.add(bias.defined() ? 1 + static_cast<int64_t>(bias.dtype()) : 0);
+  // The output's dtype too: a bf16-precision linear (bf16 x, f32 out) and a bf16 one (bf16 x and
+  // out) are different primitives.
   key.add(out.int_strides()).add(static_cast<int64_t>(x.dtype()));
+  key.add(static_cast<int64_t>(out.dtype()));
   dnnl_add_post_ops_key(key, post);
   key.add(dnnl_prepare_threads());
   auto prim = dnnl_cached_primitive(
@@ -226,8 +229,13 @@ void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
-                    const PostOps& post) {
+                    const PostOps& post, bool bf16) {
   if (out.numel() == 0) return;
+  if (bf16 && x.dtype() == DType::f32 && w.dtype() == DType::f32 && out.dtype() == DType::f32 &&
+      dnnl_bf16_native() && x.numel() > 0 && w.numel() > 0) {
+    linear_dnnl(dnnl_round_to_bf16(x), w, bias, out, post);
+    return;
+  }
   if (x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && out.dtype() == DType::bf16 &&
       dnnl_bf16_native() && x.numel() > 0 && w.numel() > 0) {
     linear_dnnl(x, w, bias, out, post);

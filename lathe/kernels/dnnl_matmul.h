@@ -13,7 +13,10 @@ void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out);
 
 // out[M, N] = x[M, K] @ w[N, K]^T + bias[N] (bias may be undefined), then `post` (with
 // post.sum, out holds the addend before the call). out is preallocated.
+// With `bf16` (the cpu backend's precision pass) an f32 x and w are rounded to bf16 (w once,
+// cached with its reordered layout) and multiplied on oneDNN's bf16 kernels with f32
+// accumulation, bias, post-ops and out in f32; only where dnnl_bf16_native(), else f32.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
-                    const PostOps& post = {});
+                    const PostOps& post = {}, bool bf16 = false);
 
 }  // namespace lathe::detail

@@ -198,13 +198,13 @@ Tensor as_matrix(const Tensor& x) {
   return make_view(c, {M, K}, {K, 1}, c.storage_offset());
 }
 
-void linear_out_kernel(TensorList in, const Attrs&, const std::vector<TensorMeta>&,
+void linear_out_kernel(TensorList in, const Attrs& a, const std::vector<TensorMeta>&,
                        TensorList outs) {
   const Tensor& out = outs[0];
   Tensor x2 = as_matrix(in[0]);
   const int64_t N = in[1].shape()[0];
   Tensor o2 = make_view(out, {x2.shape()[0], N}, {N, 1}, out.storage_offset());
-  detail::linear_forward(x2, in[1], in[2], o2);
+  detail::linear_forward(x2, in[1], in[2], o2, {}, detail::precision_bf16(a, "linear"));
 }
 
 // ---- matmul ----
@@ -422,7 +422,16 @@ Conv2dParams conv_params(const Attrs& a) {
     p.dilation[i] = d[i];
   }
   p.groups = a.get_int("groups");
+  p.bf16 = precision_bf16(a, "conv2d");
   return p;
+}
+
+bool precision_bf16(const Attrs& a, const char* op) {
+  if (!a.has("precision")) return false;
+  const std::string& s = a.get_string("precision");
+  LATHE_CHECK(s == "f32" || s == "bf16", "[", op, "] precision must be \"f32\" or \"bf16\", got \"",
+              s, "\"");
+  return s == "bf16";
 }
 
 std::shared_ptr<const ParsedAttrs> parse_conv2d_attrs(const Attrs& a) {
@@ -437,7 +446,8 @@ Pool2dParams pool2d_params(const Attrs& a, const char* op, bool has_dilation) {
 
 std::vector<AttrSpec> conv2d_attrs() {
   return {required("stride", AttrType::int_list), required("padding", AttrType::int_list),
-          required("dilation", AttrType::int_list), required("groups", AttrType::integer)};
+          required("dilation", AttrType::int_list), required("groups", AttrType::integer),
+          optional("precision", AttrType::string)};
 }
 
 // A contraction whose operands are all bf16 runs in oneDNN's bf16 kernels (f32 accumulation)
@@ -457,7 +467,8 @@ void register_dnnl_ops(OpRegistry& r) {
   conv2d.parse_attrs = parse_conv2d_attrs;
   conv2d.native_low_precision_for = all_bf16_on_dnnl;
   r.add(std::move(conv2d), conv2d_out_kernel);
-  OpDef linear = define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction, {});
+  OpDef linear = define_out_op("linear", 3, linear_rule, linear_out_kernel, C::contraction,
+                               {optional("precision", T::string)});
   linear.native_low_precision_for = all_bf16_on_dnnl;
   r.add(std::move(linear), linear_out_kernel);
   OpDef matmul = define_out_op("matmul", 2, matmul_rule, matmul_out_kernel, C::contraction, {});

@@ -56,6 +56,7 @@ struct Conv2dFusedAttrs final : detail::Conv2dAttrs {
 
 struct LinearFusedAttrs final : ParsedAttrs {
   detail::PostOps::Act act = detail::PostOps::Act::none;
+  bool bf16 = false;  // the "precision" attribute
 };
 
 // The planned executor may hand a fused op its dying residual as the output (in_place_input):
@@ -172,7 +173,9 @@ void linear_fused_out_kernel(TensorList in, const Attrs& a, const std::vector<Te
   detail::PostOps post;
   post.act = linear_act(a);
   post.sum = residual;
-  detail::linear_forward(x2, in[kLweight], in[kLbias], o2, post);
+  const auto* parsed = a.parsed<LinearFusedAttrs>();
+  const bool bf16 = parsed ? parsed->bf16 : detail::precision_bf16(a, "linear_fused");
+  detail::linear_forward(x2, in[kLweight], in[kLbias], o2, post, bf16);
 }
 
 // The allocating form of an out kernel whose output the shape rule describes (with strides).
@@ -266,9 +269,9 @@ std::vector<TensorMeta> conv2d_blocked_rule(TensorList in, const Attrs& a) {
               "block ",
               block, ", got ", w.shape_string());
   auto z = x.shape();
-  Tensor x4 = empty_strided(
-      plain ? x.sizes() : to_shape({z[0], z[1] * block, z[2], z[3]}), to_shape({0, 0, 0, 0}),
-      x.dtype());  // sizes only, for conv2d's rule
+  Tensor x4 = empty_strided(plain ? x.sizes() : to_shape({z[0], z[1] * block, z[2], z[3]}),
+                            to_shape({0, 0, 0, 0}),
+                            x.dtype());  // sizes only, for conv2d's rule
   std::vector<Tensor> conv_in{x4, w, in[kBbias]};
   std::vector<TensorMeta> m = LATHE_OP("conv2d").shape(conv_in, a);
   auto os = to_ints(m[0].sizes);
@@ -466,10 +469,11 @@ void register_fused_ops(OpRegistry& r) {
   using T = AttrType;
   OpDef linear = define_op("linear_fused", kLinearInputs, linear_fused_rule,
                            allocating(linear_fused_out_kernel), OpCategory::fused,
-                           {required("act", T::string)});
+                           {required("act", T::string), optional("precision", T::string)});
   linear.parse_attrs = [](const Attrs& a) -> std::shared_ptr<const ParsedAttrs> {
     auto parsed = std::make_shared<LinearFusedAttrs>();
     parsed->act = parse_act(a, "act", "linear_fused");
+    parsed->bf16 = detail::precision_bf16(a, "linear_fused");
     return parsed;
   };
   r.add(std::move(linear), linear_fused_out_kernel);

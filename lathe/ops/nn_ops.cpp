@@ -7,6 +7,7 @@
 #include "lathe/kernels/elementwise.h"
 #include "lathe/kernels/norm.h"
 #include "lathe/kernels/reduce.h"
+#include "lathe/ops/autocast.h"
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 #include "lathe/ops/shape_util.h"
@@ -400,8 +401,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string
   return dispatch1(LATHE_OP("nll_loss"), in,
                    Attrs{{"reduction", reduction}, {"ignore_index", ignore_index}});
 }
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction,
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const std::string& reduction,
                      int64_t ignore_index) {
+  // PyTorch's autocast lists cross_entropy as fp32 as a whole: log_softmax runs in f32 too.
+  const Tensor logits = autocast_to_f32(logits_in);
   LATHE_CHECK(logits.dim() == 1 || logits.dim() == 2,
               "[cross_entropy] input must be [N, C] or [C], got ", logits.shape_string());
   LATHE_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,

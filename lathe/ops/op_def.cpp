@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "lathe/core/device_registry.h"
+#include "lathe/ops/autocast.h"
 #include "lathe/ops/autograd.h"
 #include "lathe/ops/register.h"
 
@@ -215,6 +216,10 @@ static void check_devices(const OpDef& op, TensorList inputs, Device device) {
 }
 
 std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& attrs) {
+  // Autocast comes before the shape rule (its casts make mixed-dtype calls valid) and before the
+  // modes (the tracer records the casts); it dispatches again with itself off.
+  if (detail::autocast_state().enabled) [[unlikely]]
+    return detail::autocast_dispatch(op, inputs, attrs);
   if (op.num_inputs >= 0) {
     LATHE_CHECK(static_cast<int>(inputs.size()) == op.num_inputs, "[", op.name, "] takes ",
                 op.num_inputs, " tensor inputs, got ", inputs.size());
@@ -229,7 +234,8 @@ std::vector<Tensor> dispatch(const OpDef& op, TensorList inputs, const Attrs& at
   if (DispatchMode* mode = current_dispatch_mode())
     return mode->dispatch(op, inputs, attrs, std::move(metas));
   const bool record = detail::autograd_should_record(op, inputs, attrs);
-  const detail::AutogradPreState pre = record ? detail::autograd_before(op) : detail::AutogradPreState{};
+  const detail::AutogradPreState pre =
+      record ? detail::autograd_before(op) : detail::AutogradPreState{};
   std::vector<Tensor> out;
   if (on_device) {
     out = detail::device_functions(on_device->device().kind(), op.name.c_str())

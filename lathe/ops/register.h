@@ -45,6 +45,10 @@ inline AttrSpec optional(const char* name, AttrType t) { return AttrSpec{name, t
 // stride / padding / dilation / groups of a conv2d (or conv2d_fused) call, validated as pairs:
 // from the parsed form when attached, else by name.
 Conv2dParams conv_params(const Attrs& a);  // dnnl_ops.cpp
+// The optional "precision" attribute of a contraction (conv2d, linear and their fused forms):
+// true for "bf16" (operands rounded to bf16, f32 accumulation and output: the cpu backend's
+// precision pass), false when absent or "f32"; throws naming the op for anything else.
+bool precision_bf16(const Attrs& a, const char* op);  // dnnl_ops.cpp
 // conv2d's parsed attributes; conv2d_fused's extend them, so conv2d's rule reads those too.
 struct Conv2dAttrs : ParsedAttrs {
   Conv2dParams params;

@@ -38,6 +38,15 @@ void parse_verify(const char* env, CompileOptions& o) {
   if (v != 1) o.verify_calls = static_cast<int>(v);
 }
 
+// LATHE_PRECISION: unset, empty or f32: f32; bf16: bf16.
+void parse_precision(const char* env, CompileOptions& o) {
+  if (!env || !*env) return;
+  const std::string v = env;
+  LATHE_CHECK(v == "f32" || v == "bf16", "[compile] LATHE_PRECISION must be f32 or bf16, got '", v,
+              "'");
+  o.precision = v == "bf16" ? DType::bf16 : DType::f32;
+}
+
 std::mutex& default_mutex() {
   static std::mutex mu;
   return mu;
@@ -61,8 +70,9 @@ std::string CompileOptions::to_string() const {
      << ", recompile_limit=" << recompile_limit
      << ", error_on_recompile_limit=" << (error_on_recompile_limit ? "true" : "false")
      << ", name=" << name << ", freeze=" << (freeze ? "true" : "false")
-     << ", verify=" << (verify ? "true" : "false") << ", verify_calls=" << verify_calls
-     << ", verify_rtol=" << verify_rtol << ", verify_atol=" << verify_atol << ", logs=" << logs
+     << ", precision=" << dtype_name(precision) << ", verify=" << (verify ? "true" : "false")
+     << ", verify_calls=" << verify_calls << ", verify_rtol=" << verify_rtol
+     << ", verify_atol=" << verify_atol << ", logs=" << logs
      << ", partitioner=" << (partitioner ? partitioner->name() : "default") << ")";
   return os.str();
 }
@@ -78,6 +88,7 @@ CompileOptions compile_options_from_env() {
     }
   }
   parse_verify(std::getenv("LATHE_COMPILE_VERIFY"), o);
+  parse_precision(std::getenv("LATHE_PRECISION"), o);
   return o;
 }
 

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "lathe/core/dtype.h"
+
 namespace lathe {
 
 class Partitioner;  // lathe/trace/partition.h
@@ -37,6 +39,12 @@ struct CompileOptions {
   // (batch norm into the conv weights, ...). The entry is guarded by their storage versions: an
   // in-place update (or a new tensor in the slot) drops the entry and the next call re-freezes.
   bool freeze = true;
+  // The compute precision of inference entries: f32 (the default) or bf16 (LATHE_PRECISION=bf16):
+  // the backend may then run convolutions and linear layers on bf16 kernels (operands rounded to
+  // bf16, f32 accumulation; the cpu backend's lower_precision pass: inputs, outputs and every
+  // other op stay f32, frozen weights are converted once). Where the CPU has no bf16 kernels it
+  // computes in f32 (one log line with LATHE_LOGS=passes). Training entries compute in f32.
+  DType precision = DType::f32;
   // Verification (a debugging aid for stale results): for the first `verify_calls` calls served
   // by each cache entry, the function also runs eagerly on the same inputs (arguments and the
   // tensors the graph writes are restored in between, so state is updated once) and the call
@@ -59,7 +67,8 @@ struct CompileOptions {
   std::string to_string() const;
 };
 
-// The options the environment asks for (LATHE_LOGS, LATHE_COMPILE_VERIFY), the rest default:
+// The options the environment asks for (LATHE_LOGS, LATHE_COMPILE_VERIFY, LATHE_PRECISION), the
+// rest default:
 // the one place in lathe/trace that reads LATHE_* variables. Reads the environment each call;
 // the process default reads it once. Throws lathe::Error for a malformed LATHE_COMPILE_VERIFY;
 // an unknown LATHE_LOGS topic is warned about and the variable ignored.

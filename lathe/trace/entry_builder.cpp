@@ -101,6 +101,8 @@ void compile_graphs(CacheEntry& entry, ir::Graph& graph, const std::shared_ptr<A
                     const CompileOptions& options) {
   std::unique_ptr<backend::Backend> backend = backend::create_backend(options.backend);
   backend::CompileContext context;
+  // Training entries compute in f32 (their backward has no bf16 form yet).
+  if (!aot) context.precision = options.precision;
   // Training entries freeze too: only captures that neither require grad nor are written (an
   // eval-mode BatchNorm's statistics); the backward reads the same tensors as node inputs.
   if (options.freeze && backend->uses_constants()) freeze_captures(entry, graph, context);

@@ -192,8 +192,16 @@ void make_arg_views(const std::vector<Arg>& args, sym::ArgView* out) {
   }
 }
 
+namespace {
+// "off" or the autocast dtype ("bf16").
+std::string autocast_string(const detail::AutocastState& s) {
+  return s.enabled ? dtype_name(s.dtype) : "off";
+}
+}  // namespace
+
 void EntryGuards::record_call(const std::vector<Arg>& args) {
   grad_enabled_ = GradMode::is_enabled();
+  autocast_ = detail::autocast_state();
   for (size_t i = 0; i < args.size(); ++i) {
     kinds_.push_back(kind_of(args[i]));
     alias_of_.push_back(first_alias(args, i));
@@ -244,6 +252,7 @@ GuardFailure EntryGuards::check(const std::vector<Arg>& args,
   for (const auto& [i, v] : scalars_)
     if (!same_scalar(args[i], v)) return {S::kScalar, i};
   if (GradMode::is_enabled() != grad_enabled_) return {S::kGradMode, 0};
+  if (!(detail::autocast_state() == autocast_)) return {S::kAutocast, 0};
   for (size_t i = 0; i < modules_.size(); ++i) {
     const ModuleCheck& m = modules_[i];
     if (m.module->structure_version() != m.version || m.module->is_training() != m.training)
@@ -385,6 +394,10 @@ std::string EntryGuards::explain(const std::vector<Arg>& args, std::span<const s
       os << "guard failed: GradMode::is_enabled() == " << (grad_enabled_ ? "true" : "false")
          << "; actual: " << (GradMode::is_enabled() ? "true" : "false");
       break;
+    case S::kAutocast:
+      os << "guard failed: autocast == " << autocast_string(autocast_)
+         << "; actual: " << autocast_string(detail::autocast_state());
+      break;
     case S::kModule:
       explain_module(os, modules_[f.index]);
       break;
@@ -434,6 +447,7 @@ std::string EntryGuards::to_string() const {
   for (const auto& [i, v] : scalars_)
     os << "arg" << i << " == " << scalar_string(v) << "  # " << kind_name(kinds_[i]) << "\n";
   os << "GradMode::is_enabled() == " << (grad_enabled_ ? "true" : "false") << "\n";
+  os << "autocast == " << autocast_string(autocast_) << "\n";
   for (const ModuleCheck& m : modules_)
     os << "module '" << m.path << "' (" << m.module->type_name()
        << ").structure_version() == " << m.version

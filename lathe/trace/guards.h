@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lathe/core/autocast_state.h"
 #include "lathe/sym/guard_program.h"
 #include "lathe/trace/compile.h"
 #include "lathe/trace/tracer.h"
@@ -25,6 +26,7 @@ struct GuardFailure {
     kAlias,
     kScalar,
     kGradMode,
+    kAutocast,
     kModule,
     kSlot,
     kCaptureGrad,
@@ -129,6 +131,7 @@ class EntryGuards {
   std::vector<std::pair<int32_t, Arg>> scalars_;
   std::vector<int32_t> alias_of_;  // per argument: the earlier argument holding the same tensor
   bool grad_enabled_ = true;
+  detail::AutocastState autocast_;  // lathe::AutocastGuard's state at trace time
   std::vector<ModuleCheck> modules_;
   std::vector<SlotCheck> slots_;
   std::vector<FrozenCheck> frozen_;

@@ -64,8 +64,10 @@ def compile(fn_or_module=None, *, dynamic=None, backend=None, name=None, recompi
 
 def compile_options():
     """The process default of lathe.compile's options (C++ CompileOptions) as a dict: backend,
-    dynamic, recompile_limit, error_on_recompile_limit, name, freeze, verify, verify_calls,
-    verify_rtol, verify_atol, logs. Read once from LATHE_LOGS / LATHE_COMPILE_VERIFY."""
+    dynamic, recompile_limit, error_on_recompile_limit, name, freeze, precision ("f32" or "bf16":
+    inference entries then run convolutions and linear layers on bf16 kernels), verify,
+    verify_calls, verify_rtol, verify_atol, logs. Read once from LATHE_LOGS /
+    LATHE_COMPILE_VERIFY / LATHE_PRECISION."""
     return _C._compile_options()
 
 

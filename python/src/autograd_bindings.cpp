@@ -1,12 +1,14 @@
 // Lathe's autograd from Python: requires_grad, grad, backward, grad mode. The torch.compile
 // backend (lathe.torch) uses these to train through Lathe's compiled forward and backward.
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <optional>
 
 #include "bindings.h"
+#include "lathe/core/autocast_state.h"
 #include "lathe/core/grad_mode.h"
 #include "lathe/ops/autograd.h"
 
@@ -64,6 +66,20 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& t) {
   // Grad mode is per thread, as in PyTorch; lathe.no_grad() (python/lathe/_autograd.py) wraps it.
   m.def("is_grad_enabled", &GradMode::is_enabled);
   m.def("set_grad_enabled", &GradMode::set_enabled, nb::arg("enabled"));
+  // Autocast is per thread too; lathe.autocast() (python/lathe/_autograd.py) wraps it.
+  m.def("autocast_state", [] {
+    const detail::AutocastState& s = detail::autocast_state();
+    return std::make_pair(s.enabled, s.dtype);
+  });
+  m.def(
+      "set_autocast_state",
+      [](bool enabled, DType dtype) {
+        LATHE_CHECK(dtype == DType::bf16 || dtype == DType::f16,
+                    "[autocast] the autocast dtype is lathe.bfloat16 or lathe.float16, got ",
+                    dtype_name(dtype));
+        detail::autocast_state() = detail::AutocastState{enabled, dtype};
+      },
+      nb::arg("enabled"), nb::arg("dtype"));
 }
 
 }  // namespace lathe::python

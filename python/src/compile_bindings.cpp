@@ -143,6 +143,7 @@ nb::dict options_dict(const CompileOptions& o) {
   d["error_on_recompile_limit"] = o.error_on_recompile_limit;
   d["name"] = o.name;
   d["freeze"] = o.freeze;
+  d["precision"] = std::string(dtype_name(o.precision));
   d["verify"] = o.verify;
   d["verify_calls"] = o.verify_calls;
   d["verify_rtol"] = o.verify_rtol;
@@ -170,6 +171,12 @@ void set_options(const nb::dict& fields) {
       o.name = nb::cast<std::string>(value);
     else if (k == "freeze")
       o.freeze = nb::cast<bool>(value);
+    else if (k == "precision") {
+      const std::string v = nb::cast<std::string>(value);
+      LATHE_CHECK(v == "f32" || v == "bf16", "[compile] precision must be 'f32' or 'bf16', got '",
+                  v, "'");
+      o.precision = v == "bf16" ? DType::bf16 : DType::f32;
+    }
     else if (k == "verify")
       o.verify = nb::cast<bool>(value);
     else if (k == "verify_calls")

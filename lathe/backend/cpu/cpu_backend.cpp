@@ -79,7 +79,8 @@ class CpuBackend final : public Backend {
     const lathe::detail::CompileTimeCounters counters = lathe::detail::compile_time_counters();
     const lathe::detail::MeasureCacheStats cache = lathe::detail::measure_cache_stats();
     // A winner of an earlier tuning of this graph (the measurement cache) is built directly.
-    const cpu::CpuBackendOptions options = cpu::options();
+    cpu::CpuBackendOptions options = cpu::options();
+    options.precision = context.precision;
     if (options.log_passes) log_options_once(options);
     const bool tune = options.layout_tuning;
     auto t = clock::now();

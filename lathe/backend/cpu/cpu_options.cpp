@@ -145,7 +145,8 @@ std::string CpuBackendOptions::result_key() const {
   for (size_t i = 0; i < disabled_passes.size(); ++i) s << (i ? "," : "") << disabled_passes[i];
   s << " block=" << (block ? std::to_string(*block) : "auto") << " layout_tuning=" << layout_tuning
     << " winograd=" << (winograd ? std::to_string(*winograd) : "auto")
-    << " layout_regions=" << layout_regions << " dw_fusion=" << dw_fusion;
+    << " layout_regions=" << layout_regions << " dw_fusion=" << dw_fusion
+    << " precision=" << dtype_name(precision);
   return s.str();
 }
 

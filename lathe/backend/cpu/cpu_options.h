@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "lathe/core/dtype.h"
+
 namespace lathe::backend::cpu {
 
 enum class ProfileMode { off, summary, steps };
@@ -34,6 +36,9 @@ struct CpuBackendOptions {
   bool layout_regions = true;
   bool dw_fusion = true;
   ProfileMode profile = ProfileMode::off;
+  // Not from the environment: set per compile from CompileContext::precision (lathe::compile's
+  // CompileOptions::precision); f32 or bf16, read by the lower_precision pass.
+  DType precision = DType::f32;
 
   // One line per field, "name=value" separated by spaces.
   std::string to_string() const;

@@ -298,8 +298,11 @@ class Executor final : public PlannedExecutable {
         const Tensor& in = slots[i];
         if (in.dtype() != out.dtype() || in.sizes() != out.sizes() || in.strides() != out.strides())
           continue;
+        // By position: the same value may come twice (a residual block's conv reads h as its
+        // input and adds h), and then writing over it would change the input it still reads.
         bool read_elsewhere = false;
-        for (int j : s.inputs) read_elsewhere |= j >= 0 && j != i && find_root(parent, j) == r;
+        for (size_t q = 0; q < s.inputs.size(); ++q)
+          read_elsewhere |= q != j && s.inputs[q] >= 0 && find_root(parent, s.inputs[q]) == r;
         if (read_elsewhere) continue;
         parent[o] = r;
         last[r] = last[o];

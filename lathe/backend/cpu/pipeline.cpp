@@ -11,6 +11,7 @@
 #include "lathe/backend/cpu/fuse_dw_conv.h"
 #include "lathe/backend/cpu/fuse_linear.h"
 #include "lathe/backend/cpu/fuse_pointwise.h"
+#include "lathe/backend/cpu/lower_precision.h"
 #include "lathe/backend/cpu/merge_linear.h"
 #include "lathe/backend/cpu/plan_layouts.h"
 
@@ -158,6 +159,20 @@ bool run_fuse_dw_conv(GraphPtr& g, CpuPassContext& ctx) {
   return s.fused > 0;
 }
 
+bool run_lower_precision(GraphPtr& g, CpuPassContext& ctx) {
+  LowerPrecisionStats s;
+  g = lower_precision(*g, ctx.options.precision, &s);
+  if (ctx.options.precision == DType::f32)
+    ctx.summary = "precision f32";
+  else if (s.unsupported)
+    ctx.summary =
+        "precision bf16 asked, but this CPU has no bf16 kernels (avx512_bf16 or AMX): f32";
+  else
+    ctx.summary = str(s.convs, " convolutions and ", s.linears, " linear layers at bf16 (",
+                      s.depthwise_kept, " depthwise convolutions kept at f32)");
+  return s.convs + s.linears > 0;
+}
+
 std::unique_ptr<ir::Graph> copy_graph(const ir::Graph& g) {
   return rewrite_graph(g, [](const ir::Node&, GraphCopy&) { return false; });
 }
@@ -177,6 +192,7 @@ const std::vector<ir::Pass>& cpu_pipeline() {
       cpu_pass("plan_layouts", run_plan_layouts),
       cpu_pass("concat_blocked", run_concat_blocked),
       cpu_pass("fuse_dw_conv", run_fuse_dw_conv),
+      cpu_pass("lower_precision", run_lower_precision),
       ir::dce_pass(),
   };
   return passes;

@@ -17,6 +17,8 @@
 //   plan_layouts  chains of conv2d_fused keep activations in oneDNN's blocked layout
 //   concat_blocked  cat of blocked values without reorders around it (concat_blocked.h)
 //   fuse_dw_conv  a 1x1 conv2d_blocked + the 3x3 depthwise one reading it -> one primitive
+//   lower_precision  at bf16 precision, convolutions and linears compute in bf16
+//               (lower_precision.h)
 //   dce         drops what the rewrites left unused (lathe/ir/passes.h)
 #pragma once
 
