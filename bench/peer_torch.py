@@ -7,10 +7,11 @@ sequence 128, vit_base_patch16_224); 3 warm-up iterations are excluded and the m
 and one progress line per model on stderr.
 
     python bench/peer_torch.py [--only NAME] [--batch-size N] [--repeat N] [--threads N]
-                               [--channels-last] [--compile [--freezing]]
+                               [--channels-last] [--compile [--freezing]] [--autocast]
 
 --freezing sets torch._inductor.config.freezing (parameters folded into the compiled graph as
 constants, weights prepacked for oneDNN: inductor's inference setting for CPU).
+--autocast runs eager and torch.compile under torch.autocast("cpu", dtype=torch.bfloat16).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def short_error(e: BaseException) -> str:
 def bench_model(name: str, args) -> list[str]:
     model, inputs = model_and_inputs(name, args.batch_size, args.channels_last)
     cells = []
-    with torch.inference_mode():
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast)
+    with torch.inference_mode(), autocast:
         try:
             cells.append(f"{median_ms(lambda: model(*inputs), args.repeat):.2f}")
         except Exception as e:  # a broken model must not hide the others' numbers
@@ -115,6 +117,8 @@ def main(argv=None) -> int:
                    help="also time torch.compile (default mode); reports compile seconds")
     p.add_argument("--freezing", action="store_true",
                    help="with --compile: inductor freezing (constant parameters, prepacked weights)")
+    p.add_argument("--autocast", action="store_true",
+                   help='run under torch.autocast("cpu", dtype=torch.bfloat16)')
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     columns = ["model", "batch", "torch eager ms"]
