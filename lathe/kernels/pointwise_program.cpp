@@ -180,8 +180,8 @@ void run_instr(const PwInstr& in, float* y, float* const* reg, int64_t n) {
       for (int64_t j = 0; j < n; ++j) y[j] = -a[j];
       break;
     case PwOp::relu:
-      // As the eager kernel computes it (x > 0 ? x : 0).
-      for (int64_t j = 0; j < n; ++j) y[j] = a[j] > 0.0f ? a[j] : 0.0f;
+      // As the eager kernel computes it: NaN stays NaN.
+      for (int64_t j = 0; j < n; ++j) y[j] = a[j] > 0.0f || a[j] != a[j] ? a[j] : 0.0f;
       break;
     case PwOp::sigmoid:
       unary_loop(y, a, n, LATHE_VEC(sigmoid_avx2), sigmoid_scalar);
