@@ -178,6 +178,51 @@ TEST(PlannedExecutor, FusedConvWritesOverItsDyingResidual) {
   EXPECT_EQ(st.arena_values, 2u);
 }
 
+// conv(r) + r: the dying residual is also the convolution's input, so the output may not be
+// written over it (the convolution would read what it already overwrote).
+TEST(PlannedExecutor, FusedConvNeverWritesOverAResidualItAlsoReadsAsInput) {
+  Graph g;
+  Generator gen(12);
+  std::vector<Tensor> in{randn({2, 16, 6, 6}, DType::f32, &gen).to_channels_last(),
+                         randn({16, 16, 3, 3}, DType::f32, &gen),
+                         randn({16, 16, 3, 3}, DType::f32, &gen)};
+  Value* x = g.add_input(ValueType::of(in[0]), arg(0));
+  Value* w1 = g.add_input(ValueType::of(in[1]), cap(1, "w1"));
+  Value* w2 = g.add_input(ValueType::of(in[2]), cap(2, "w2"));
+  auto conv = [&](Value* input, Value* w, Value* residual) {
+    Attrs a{{"stride", Shape{1, 1}},
+            {"padding", Shape{1, 1}},
+            {"dilation", Shape{1, 1}},
+            {"groups", int64_t{1}},
+            {"eps", 0.0},
+            {"act", std::string("none")},
+            {"act_min", 0.0},
+            {"act_max", 0.0},
+            {"act2", std::string("relu")},
+            {"act2_min", 0.0},
+            {"act2_max", 0.0}};
+    std::vector<Value*> ins{input, w, nullptr, nullptr, nullptr, nullptr, nullptr, residual};
+    std::vector<Tensor> fakes;
+    for (Value* v : ins) fakes.push_back(v ? ir::fake_tensor(v->type()) : Tensor());
+    std::vector<TensorMeta> m = op("conv2d_fused").shape(fakes, a);
+    ValueType t;
+    t.dtype = m[0].dtype;
+    t.sizes = m[0].sizes;
+    t.strides = m[0].strides;
+    return g.add_node(op("conv2d_fused"), std::move(ins), std::move(a), {t})->output();
+  };
+  Value* r = conv(x, w1, nullptr);
+  Value* y = conv(r, w2, r);
+  Value* z = g.add_node(op("neg"), {y}, {}, {y->type()})->output();
+  g.set_outputs({z});
+  g.verify();
+  auto ref = create_backend("interpreter")->compile(g);
+  auto exe = cpu::make_planned_executable(g);
+  for (int call = 0; call < 3; ++call)
+    expect_same(exe->run(in, {})[0], ref->run(in, {})[0], "call " + std::to_string(call));
+  EXPECT_EQ(exe->stats().in_place, 0u);
+}
+
 // layer_norm, softmax and log_softmax (OpDef::in_place_input 0: one thread reads each row before
 // writing it) write over their input when it dies at them; a row op whose input is read later
 // gets its own buffer. Results equal the interpreter's exactly either way.
