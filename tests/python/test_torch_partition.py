@@ -81,6 +81,34 @@ def test_diamond_through_an_unsupported_node_splits():
     assert_valid(gm, partitions)
 
 
+def test_partitions_reading_only_graph_inputs_join_their_reader():
+    # bert's shape: a mask computed from an input through a PyTorch node (sin here), an
+    # independent chain on another input, and both meeting: one partition, as the old
+    # partitioner made. A partition read by PyTorch stays apart.
+    g = torch.fx.Graph()
+    x, m = g.placeholder("x"), g.placeholder("m")
+    s = g.call_function(torch.sin, (m,))  # PyTorch, reads graph inputs only
+    a = g.call_function(torch.relu, (s,))
+    k = g.call_function(operator.mul, (m, m))  # b * 2 on a size input
+    b = g.call_function(torch.relu, (x,))
+    c = g.call_function(operator.add, (a, b))
+    d = g.call_function(operator.mul, (c, k))
+    e = g.call_function(torch.tanh, (m,))  # read by PyTorch only: its own partition
+    f = g.call_function(torch.sin, (e,))
+    g.output((d, f))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    partitions = _partition.propose_partitions(gm, supported)
+    assert [[n.name for n in p] for p in partitions] == [
+        ["relu", "mul", "relu_1", "add", "mul_1"], ["tanh"]]
+    assert_valid(gm, partitions)
+    fused = _partition.fuse_partitions(gm, partitions)
+    xs, ms = torch.randn(5), torch.randn(5)
+    want = torch.relu(torch.sin(ms)) + torch.relu(xs)
+    got = fused(xs, ms)
+    torch.testing.assert_close(got[0], want * ms * ms)
+    torch.testing.assert_close(got[1], torch.sin(torch.tanh(ms)))
+
+
 def test_10000_node_graph_partitions_and_fuses_quickly_and_matches_eager():
     gm = interleaved_graph(10_000)
     x = torch.rand(16) * 0.5

@@ -43,6 +43,7 @@ def propose_partitions(gm, is_supported):
     is_supported(node) -> bool is called once per call_function / call_method node."""
     partition_of = {}  # node -> partition number
     level = {}  # node -> largest partition number among the node and its ancestors
+    free = set()  # graph inputs, and PyTorch nodes computed from graph inputs only
     partitions = []
     for node in gm.graph.nodes:
         inputs = node.all_input_nodes
@@ -63,8 +64,51 @@ def propose_partitions(gm, is_supported):
             partition_of[node] = pid
             partitions[pid].append(node)
             lvl = max(lvl, pid)
+        elif node.op in ("placeholder", "get_attr") or (
+                node.op != "output" and all(a in free for a in inputs)):
+            free.add(node)
         level[node] = lvl
+    _merge_source_partitions(gm, partitions, partition_of, free)
     return [p for p in partitions if p]
+
+
+def _merge_source_partitions(gm, partitions, partition_of, free):
+    """Merges a partition that reads nothing but graph inputs (and `free` nodes, PyTorch nodes that
+    read only graph inputs: bert's attention_mask[:, None, None, :]) into the one partition that
+    reads it, which the first pass cannot do: it puts a node into one of its inputs' partitions,
+    never two (b * 2 on a SymInt input, a mask computed from an input, an embedding sum). Safe:
+    no path from any partition leads into such a partition, and everything leaving it goes
+    straight into its reader. A reader that absorbed all it read from becomes one in turn
+    (`foreign` counts each partition's inputs from other partitions and PyTorch nodes)."""
+    foreign = [0] * len(partitions)
+    for q, part in enumerate(partitions):
+        for n in part:
+            foreign[q] += sum(1 for a in n.all_input_nodes
+                              if partition_of.get(a) != q and a not in free)
+    work = [q for q in range(len(partitions)) if partitions[q] and foreign[q] == 0]
+    merged_into = set()
+    while work:
+        q = work.pop()
+        part = partitions[q]
+        if not part or foreign[q] != 0:
+            continue
+        readers = {partition_of.get(u) for n in part for u in n.users} - {q}
+        if len(readers) != 1 or None in readers:
+            continue
+        (p,) = readers
+        foreign[p] -= sum(1 for n in part for u in n.users if partition_of.get(u) == p)
+        for n in part:
+            partition_of[n] = p
+        partitions[p].extend(part)
+        partitions[q] = []
+        merged_into.add(p)
+        if foreign[p] == 0:
+            work.append(p)
+    if merged_into:  # back into graph order
+        position = {n: i for i, n in enumerate(gm.graph.nodes)}
+        for p in merged_into:
+            if partitions[p]:
+                partitions[p].sort(key=position.__getitem__)
 
 
 def fuse_partitions(gm, partitions, prefix="fused_"):
