@@ -73,18 +73,18 @@ def test_diamond_through_an_unsupported_node_splits():
     a = g.call_function(torch.relu, (x,))
     s = g.call_function(torch.sin, (a,))
     c = g.call_function(operator.add, (a, s))
-    d = g.call_function(operator.mul, (a, a))  # independent of sin: joins a
+    d = g.call_function(operator.mul, (a, a))  # reads only relu: may join the newest partition
     g.output((c, d))
     gm = torch.fx.GraphModule(torch.nn.Module(), g)
     partitions = _partition.propose_partitions(gm, supported)
-    assert [[n.name for n in p] for p in partitions] == [["relu", "mul"], ["add"]]
+    assert [[n.name for n in p] for p in partitions] == [["relu"], ["add", "mul"]]
     assert_valid(gm, partitions)
 
 
 def test_partitions_reading_only_graph_inputs_join_their_reader():
     # bert's shape: a mask computed from an input through a PyTorch node (sin here), an
-    # independent chain on another input, and both meeting: one partition, as the old
-    # partitioner made. A partition read by PyTorch stays apart.
+    # independent chain on another input, and both meeting: one partition, as torch's
+    # partitioner made; tanh, independent of it all (read by PyTorch), joins it too.
     g = torch.fx.Graph()
     x, m = g.placeholder("x"), g.placeholder("m")
     s = g.call_function(torch.sin, (m,))  # PyTorch, reads graph inputs only
@@ -99,7 +99,7 @@ def test_partitions_reading_only_graph_inputs_join_their_reader():
     gm = torch.fx.GraphModule(torch.nn.Module(), g)
     partitions = _partition.propose_partitions(gm, supported)
     assert [[n.name for n in p] for p in partitions] == [
-        ["relu", "mul", "relu_1", "add", "mul_1"], ["tanh"]]
+        ["relu", "mul", "relu_1", "add", "mul_1", "tanh"]]
     assert_valid(gm, partitions)
     fused = _partition.fuse_partitions(gm, partitions)
     xs, ms = torch.randn(5), torch.randn(5)
@@ -107,6 +107,25 @@ def test_partitions_reading_only_graph_inputs_join_their_reader():
     got = fused(xs, ms)
     torch.testing.assert_close(got[0], want * ms * ms)
     torch.testing.assert_close(got[1], torch.sin(torch.tanh(ms)))
+
+
+def test_siblings_after_a_pytorch_node_share_a_partition():
+    # q, k and v projections all reading a PyTorch node (dropout in training): one partition.
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    a = g.call_function(torch.relu, (x,))
+    d = g.call_function(torch.sin, (a,))  # PyTorch
+    q = g.call_function(operator.mul, (d, d))
+    k = g.call_function(torch.tanh, (d,))
+    v = g.call_function(torch.relu, (d,))
+    s = g.call_function(operator.add, (q, k))
+    o = g.call_function(operator.mul, (s, v))
+    g.output(o)
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    partitions = _partition.propose_partitions(gm, supported)
+    assert [[n.name for n in p] for p in partitions] == [
+        ["relu"], ["mul", "tanh", "relu_1", "add", "mul_1"]]
+    assert_valid(gm, partitions)
 
 
 def test_10000_node_graph_partitions_and_fuses_quickly_and_matches_eager():

@@ -7,11 +7,13 @@ partition, and one more builds the fused graph.
 
 The rule that keeps the partitioned graph acyclic: partitions are numbered in the order they are
 created, and every node carries `level`, the largest partition number among the node itself and all
-its ancestors. A supported node joins the newest partition among its inputs' partitions, P, only
-when every input outside P has a level below P's number: such an input cannot depend on anything in
-P (P's nodes all have level >= P's number), so no path leaves P and comes back through the new
-node. Otherwise the node starts a new partition. The test is conservative (an input may depend on a
-newer partition that does not depend on P), which costs only fragmentation, never correctness.
+its ancestors. A supported node joins a partition P only when every input outside P has a level
+below P's number: such an input cannot depend on anything in P (P's nodes all have level >= P's
+number), so no path leaves P and comes back through the new node. It tries the newest partition of
+all first (siblings reading the same PyTorch node, q/k/v projections after a dropout, end up
+together, as torch's partitioner made them), then the newest among its inputs' partitions, and
+otherwise starts a new partition. The test is conservative (an input may depend on a newer
+partition that does not depend on P), which costs only fragmentation, never correctness.
 
 As CapabilityBasedPartitioner does, the getitems of a node returning a tuple go where that node
 goes (a PyTorch node's getitems stay in PyTorch).
@@ -53,11 +55,16 @@ def propose_partitions(gm, is_supported):
         if producer is not None:
             pid = partition_of.get(producer)  # follows the tuple's producer, PyTorch or Lathe
         elif node.op in ("call_function", "call_method") and is_supported(node):
-            newest = max((partition_of[a] for a in inputs if a in partition_of), default=None)
-            if newest is not None and all(
-                    partition_of.get(a) == newest or level[a] < newest for a in inputs):
-                pid = newest
-            else:
+            # The newest partition of all, else the newest among the inputs' partitions.
+            newest_input = max((partition_of[a] for a in inputs if a in partition_of),
+                               default=None)
+            for candidate in (len(partitions) - 1, newest_input):
+                if candidate is not None and candidate >= 0 and all(
+                        partition_of.get(a) == candidate or level[a] < candidate
+                        for a in inputs):
+                    pid = candidate
+                    break
+            if pid is None:
                 pid = len(partitions)
                 partitions.append([])
         if pid is not None:
