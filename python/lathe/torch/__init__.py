@@ -613,7 +613,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs):
             fakes.append(_tensor_meta(arg) if isinstance(arg, torch.fx.Node) else arg)
         setattr(fused, node.target,
                 LatheSubgraph(sub, sub_static, f"torch_graph{gid}_{node.target}", fakes, budget))
-    fused.recompile()
+    # No recompile: the generated forward looks its submodules up by name on every call.
 
     def run(*args):
         if not budget.active:

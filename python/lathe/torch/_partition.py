@@ -23,7 +23,11 @@ import heapq
 import operator
 
 import torch
-from torch.fx.passes.utils.fuser_utils import lift_subgraph_as_module
+
+try:  # generates its Python code on first use only: the Lathe path never runs it
+    from torch.fx._lazy_graph_module import _LazyGraphModule as _SubgraphModule
+except ImportError:  # an older torch
+    _SubgraphModule = torch.fx.GraphModule
 
 __all__ = ["propose_partitions", "fuse_partitions"]
 
@@ -162,6 +166,7 @@ def fuse_partitions(gm, partitions, prefix="fused_"):
 
     graph = torch.fx.Graph()
     env = {}
+    submodules = []
     output_node = None
     for u in order:
         if u >= n_partitions:
@@ -195,8 +200,8 @@ def fuse_partitions(gm, partitions, prefix="fused_"):
         outs = tuple(sub_env[n] for n in outputs)
         sub_graph.output(outs[0] if len(outs) == 1 else outs)
         name = f"{prefix}{u}"
-        sub_gm, _ = lift_subgraph_as_module(gm, sub_graph, comp_name="", class_name=name)
-        gm.add_submodule(name, sub_gm)
+        # Partitions hold call_function / call_method nodes only: nothing to copy from gm.
+        submodules.append((name, _SubgraphModule(torch.nn.Module(), sub_graph, class_name=name)))
         call = graph.call_module(name, tuple(env[x] for x in ext_inputs))
         if len(outputs) == 1:
             call.meta = copy.copy(outputs[0].meta)
@@ -208,6 +213,7 @@ def fuse_partitions(gm, partitions, prefix="fused_"):
                 env[o] = g
     if output_node is not None:
         graph.node_copy(output_node, lambda x: env[x])
-    gm.graph = graph
-    gm.recompile()
+    gm.graph = graph  # recompiles gm; submodules added after it are not recompiled with it
+    for name, sub in submodules:
+        gm.add_submodule(name, sub)
     return gm
