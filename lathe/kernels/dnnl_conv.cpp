@@ -16,6 +16,7 @@
 #include "lathe/kernels/compile_time.h"
 #include "lathe/kernels/dnnl_common.h"
 #include "lathe/kernels/measure_cache.h"
+#include "lathe/kernels/non_finite.h"
 
 namespace lathe::detail {
 namespace {
@@ -237,6 +238,13 @@ void conv2d_forward_blocked(const Tensor& x, const Tensor& w, const Tensor& bias
               "[conv2d] the blocked layout takes contiguous f32 [N, C/B, H, W, B] tensors with the "
               "same block B of 8 or 16 (or a contiguous [N, C, H, W] input), got ",
               x.shape_string(), " and ", out.shape_string());
+  if (needs_nan_safe_post_ops(post, x, w, bias)) {  // see non_finite.h
+    Tensor conv = empty(out.sizes(), DType::f32);
+    conv2d_forward_blocked(x, w, bias, p, conv, {});
+    apply_post_ops_flat(static_cast<const float*>(conv.raw_data()), post,
+                        static_cast<float*>(out.raw_data()), out.numel());
+    return;
+  }
   auto xs = x.shape(), os = out.shape();
   const memory::dims src_dims{xs[0], plain ? xs[1] : xs[1] * block, xs[2], xs[3]};
   const memory::dims dst_dims{os[0], os[1] * block, os[2], os[3]};
@@ -279,6 +287,13 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   if ((x.dtype() == DType::f32 || bf16) && x.numel() > 0 && w.numel() > 0) {
     Conv2dParams q = p;
     q.bf16 = p.bf16 && x.dtype() == DType::f32 && w.dtype() == DType::f32 && dnnl_bf16_native();
+    if (x.dtype() == DType::f32 && out.dtype() == DType::f32 &&
+        needs_nan_safe_post_ops(post, x, w, bias)) {  // see non_finite.h
+      Tensor conv = empty(out.sizes(), DType::f32);
+      conv2d_dnnl(x, w, bias, q, conv, {});
+      apply_post_ops<float>(conv, post, out);
+      return;
+    }
     conv2d_dnnl(x, w, bias, q, out, post);
     return;
   }

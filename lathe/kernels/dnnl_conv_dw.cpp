@@ -4,6 +4,8 @@
 
 #include "lathe/core/error.h"
 #include "lathe/kernels/dnnl_common.h"
+#include "lathe/kernels/dnnl_conv.h"
+#include "lathe/kernels/non_finite.h"
 
 namespace lathe::detail {
 namespace {
@@ -101,6 +103,25 @@ void conv2d_1x1_dw_forward_blocked(const Tensor& x, const Tensor& w, const Tenso
               "[conv2d_1x1_dw_blocked] takes contiguous f32 [N, C/B, H, W, B] tensors with the "
               "same block B of 8 or 16, got ",
               x.shape_string(), " and ", out.shape_string());
+  if (needs_nan_safe_post_ops(post, x, w, bias) ||
+      (post_ops_drop_nan(post) &&
+       (has_non_finite(dw_weight) || (dw_bias.defined() && has_non_finite(dw_bias))))) {
+    // NaN or inf in reach of the fused activations (non_finite.h): the two convolutions one
+    // after the other, each taking its own NaN-safe path.
+    PostOps first, second;
+    first.act = post.act, first.act_lo = post.act_lo, first.act_hi = post.act_hi;
+    second.act = post.act2, second.act_lo = post.act2_lo, second.act_hi = post.act2_hi;
+    const int64_t m = w.sizes()[0].expect_int();
+    Tensor mid =
+        empty(Shape{x.sizes()[0], m / block, x.sizes()[2], x.sizes()[3], block}, DType::f32);
+    conv2d_forward_blocked(x, w, bias, Conv2dParams{}, mid, first);
+    Conv2dParams dw;
+    dw.stride[0] = dw.stride[1] = dw_stride;
+    dw.padding[0] = dw.padding[1] = 1;
+    dw.groups = m;
+    conv2d_forward_blocked(mid, dw_weight, dw_bias, dw, out, second);
+    return;
+  }
   auto xs = x.shape(), ws = w.shape();
   const FusedShape s{xs[0],          xs[1] * block,    ws[0], xs[2], xs[3], block, dw_stride,
                      bias.defined(), dw_bias.defined()};

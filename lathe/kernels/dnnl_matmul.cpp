@@ -8,6 +8,7 @@
 #include "lathe/kernels/dnnl_common.h"
 #include "lathe/kernels/gemv.h"
 #include "lathe/kernels/kernel_options.h"
+#include "lathe/kernels/non_finite.h"
 
 namespace lathe::detail {
 namespace {
@@ -215,6 +216,22 @@ void linear_direct(const Tensor& x, const Tensor& w, const Tensor& bias, const T
   }
 }
 
+// out = post(plain) elementwise ([M, N], any strides), where plain holds the plain linear.
+template <class T>
+void apply_linear_post_ops(const Tensor& plain, const PostOps& post, const Tensor& out) {
+  const int64_t M = out.shape()[0], N = out.shape()[1];
+  auto pt = plain.int_strides(), ot = out.int_strides();
+  const T* pp = static_cast<const T*>(plain.raw_data());
+  T* op = static_cast<T*>(out.raw_data());
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      T& o = op[i * ot[0] + j * ot[1]];
+      T v = apply_post_act(pp[i * pt[0] + j * pt[1]], post.act, post.act_lo, post.act_hi);
+      if (post.sum) v += o;
+      o = apply_post_act(v, post.act2, post.act2_lo, post.act2_hi);
+    }
+}
+
 }  // namespace
 
 void matmul_forward(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -242,6 +259,12 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
     return;
   }
   if (x.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0) {
+    if (needs_nan_safe_post_ops(post, x, w, bias)) {  // see non_finite.h
+      Tensor plain = empty(out.sizes(), DType::f32);
+      linear_forward(x, w, bias, plain, {});
+      apply_linear_post_ops<float>(plain, post, out);
+      return;
+    }
     if (kernel_gemv_enabled() && linear_gemv(x, w, bias, out, post)) return;
     linear_dnnl(x, w, bias, out, post);
     return;
@@ -253,17 +276,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
     }
     Tensor plain = empty(out.sizes(), out.dtype());
     linear_direct<scalar_t>(x, w, bias, plain);
-    const int64_t M = out.shape()[0], N = out.shape()[1];
-    auto pt = plain.int_strides(), ot = out.int_strides();
-    const scalar_t* pp = static_cast<const scalar_t*>(plain.raw_data());
-    scalar_t* op = static_cast<scalar_t*>(out.raw_data());
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        scalar_t& o = op[i * ot[0] + j * ot[1]];
-        scalar_t v = apply_post_act(pp[i * pt[0] + j * pt[1]], post.act, post.act_lo, post.act_hi);
-        if (post.sum) v += o;
-        o = apply_post_act(v, post.act2, post.act2_lo, post.act2_hi);
-      }
+    apply_linear_post_ops<scalar_t>(plain, post, out);
   });
 }
 

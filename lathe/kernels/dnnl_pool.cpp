@@ -38,7 +38,18 @@ std::shared_ptr<DnnlPrimitive> make_pool(dnnl::algorithm algo, const memory::des
   return r;
 }
 
-// Runs oneDNN pooling; returns false when oneDNN rejects the configuration.
+// Whether n floats hold a NaN. oneDNN's max pooling skips NaN (its vector max returns the other
+// operand) where PyTorch propagates it: such inputs take the direct loop.
+bool any_nan(const float* p, int64_t n) {
+  int found = 0;
+  const int nt = n >= 65536 ? lathe::num_threads() : 1;
+#pragma omp parallel for reduction(| : found) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < n; ++i) found |= p[i] != p[i];
+  return found != 0;
+}
+
+// Runs oneDNN pooling; returns false when oneDNN rejects the configuration (or, for max pooling,
+// when the input holds a NaN, see any_nan).
 bool pool_dnnl(const Tensor& x_in, const Pool2dParams& p, dnnl::algorithm algo, const Tensor& out) {
   // Read the input in the output's layout (no copy when they agree, as the shape rule makes
   // them); a tensor that is both row-major and channels-last counts as channels-last when the
@@ -46,6 +57,9 @@ bool pool_dnnl(const Tensor& x_in, const Pool2dParams& p, dnnl::algorithm algo, 
   const bool cl = out.is_channels_last() &&
                   (!out.is_contiguous() || (x_in.is_channels_last() && !x_in.is_contiguous()));
   Tensor x = cl ? to_channels_last_copy(x_in) : to_contiguous(x_in);
+  if (algo == dnnl::algorithm::pooling_max &&
+      any_nan(static_cast<const float*>(x.raw_data()), x.numel()))
+    return false;
   auto xs = x.shape(), os = out.shape();
   int64_t pr[2];
   for (int i = 0; i < 2; ++i)
@@ -165,6 +179,18 @@ void max_pool2d_forward_blocked(const Tensor& x, const Pool2dParams& p, const Te
               x.shape_string(), " and ", out.shape_string());
   if (out.numel() == 0) return;
   auto xs = x.shape(), os = out.shape();
+  if (any_nan(static_cast<const float*>(x.raw_data()), x.numel())) {
+    // The direct loop over [N * C/B, B, H, W] views of both (the lanes as channels).
+    auto as_4d = [](const Tensor& t, const std::vector<int64_t>& s) {
+      return make_view(t, Shape{s[0] * s[1], s[4], s[2], s[3]},
+                       Shape{s[2] * s[3] * s[4], 1, s[3] * s[4], s[4]}, t.storage_offset());
+    };
+    SlidingWindow wh{p.kernel[0], p.stride[0], p.padding[0], p.dilation[0]};
+    SlidingWindow ww{p.kernel[1], p.stride[1], p.padding[1], p.dilation[1]};
+    pool_direct<float, PoolKind::max>(as_4d(x, xs), as_4d(out, os), false, p.dilation[0],
+                                      p.dilation[1], wh, ww);
+    return;
+  }
   const memory::dims src_dims{xs[0], xs[1] * block, xs[2], xs[3]};
   const memory::dims dst_dims{os[0], os[1] * block, os[2], os[3]};
   const auto tag = block == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;

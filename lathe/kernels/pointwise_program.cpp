@@ -180,8 +180,8 @@ void run_instr(const PwInstr& in, float* y, float* const* reg, int64_t n) {
       for (int64_t j = 0; j < n; ++j) y[j] = -a[j];
       break;
     case PwOp::relu:
-      // As the eager kernel computes it (x > 0 ? x : 0).
-      for (int64_t j = 0; j < n; ++j) y[j] = a[j] > 0.0f ? a[j] : 0.0f;
+      // As the eager kernel computes it: NaN stays NaN.
+      for (int64_t j = 0; j < n; ++j) y[j] = a[j] > 0.0f || a[j] != a[j] ? a[j] : 0.0f;
       break;
     case PwOp::sigmoid:
       unary_loop(y, a, n, LATHE_VEC(sigmoid_avx2), sigmoid_scalar);
@@ -224,6 +224,20 @@ struct Source {
   bool scalar = false;
   Tensor keep;  // a copy in out's layout, when one was needed
 };
+
+// A constant as to_string prints it: a number, or inf / -inf / nan (a one-sided clamp's open
+// bound), which operator>> does not read; a bad token sets the stream's fail bit.
+double read_constant(std::istream& is) {
+  std::string tok;
+  if (!(is >> tok)) return 0;
+  if (tok == "inf") return std::numeric_limits<double>::infinity();
+  if (tok == "-inf") return -std::numeric_limits<double>::infinity();
+  if (tok == "nan" || tok == "-nan") return std::numeric_limits<double>::quiet_NaN();
+  char* end = nullptr;
+  const double v = std::strtod(tok.c_str(), &end);
+  if (end != tok.c_str() + tok.size()) is.setstate(std::ios::failbit);
+  return v;
+}
 
 bool same_layout(const Tensor& a, const Tensor& b) {
   return a.sizes() == b.sizes() && a.strides() == b.strides();
@@ -285,8 +299,8 @@ PointwiseProgram PointwiseProgram::parse(const std::string& text, int num_inputs
     }
     if (found->arity >= 1) reg(in.a);
     if (found->arity >= 2) reg(in.b);
-    if (found->constants >= 1) is >> in.c0;
-    if (found->constants >= 2) is >> in.c1;
+    if (found->constants >= 1) in.c0 = read_constant(is);
+    if (found->constants >= 2) in.c1 = read_constant(is);
     LATHE_CHECK(!is.fail(), "[pointwise_fused] instruction ", k, " (", name, ") is incomplete: \"",
                 item, "\"");
     p.code.push_back(in);

@@ -30,7 +30,7 @@ enum class PwOp : uint8_t {
   minimum,      // min(a, b), NaN if either is
   scale,        // a * c0
   neg,          // -a
-  relu,         // a > 0 ? a : 0
+  relu,         // a > 0 ? a : 0 (NaN stays NaN)
   sigmoid,      // 1 / (1 + exp(-a))
   tanh,         // tanh(a)
   exp,          // exp(a)

@@ -25,7 +25,7 @@ template <class T>
 T apply_post_act(T v, PostOps::Act act, float lo, float hi) {
   switch (act) {
     case PostOps::Act::relu:
-      return v > T(0) ? v : T(0);
+      return v > T(0) || v != v ? v : T(0);  // NaN stays NaN
     case PostOps::Act::clip:
       return std::min<T>(std::max<T>(v, T(lo)), T(hi));
     case PostOps::Act::gelu_erf:

@@ -278,7 +278,8 @@ std::vector<Tensor> relu_inplace_kernel(TensorList in, const Attrs&,
   Tensor self = in[0];
   LATHE_DISPATCH_ALL(self.dtype(), "relu_", [&] {
     using T = scalar_t;
-    kernels::map1<T, T>(self, self, [](T x) { return x > T(0) ? x : T(0); });
+    // NaN stays NaN, as in PyTorch.
+    kernels::map1<T, T>(self, self, [](T x) { return x > T(0) || x != x ? x : T(0); });
   });
   return {self};
 }
@@ -353,7 +354,9 @@ void register_elementwise_ops(OpRegistry& r) {
   add_unary(r, "silu", F,
             [](A) { return [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); }; });
   using T = AttrType;
-  add_unary(r, "relu", K, [](A) { return [](auto x) { return x > 0 ? x : decltype(x)(0); }; });
+  add_unary(r, "relu", K, [](A) {  // NaN stays NaN, as in PyTorch
+    return [](auto x) { return x > 0 || x != x ? x : decltype(x)(0); };
+  });
   add_unary(
       r, "hardtanh", K,
       [](A a) {

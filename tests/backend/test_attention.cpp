@@ -119,6 +119,14 @@ TEST(SdpaFused, VectorExp2MatchesTheScalarOne) {
   EXPECT_EQ(got[3], 0.0f);
   EXPECT_EQ(got[5], 2.0f);
   EXPECT_EQ(got[7], 8.0f);
+  // The top of the range: 2^127.x is finite, 2^128 and beyond (and +inf) overflow to +inf.
+  float high[8] = {127.0f, 127.4f, 127.6f, 127.99f, 128.0f, 200.0f, inf, 1e30f};
+  _mm256_storeu_ps(got, kernels::exp2_avx2(_mm256_loadu_ps(high)));
+  for (int l = 0; l < 4; ++l) {
+    const double want = std::exp2(static_cast<double>(high[l]));
+    EXPECT_LE(std::abs(got[l] - want), 3e-7 * want) << "2^" << high[l];
+  }
+  for (int l = 4; l < 8; ++l) EXPECT_EQ(got[l], inf) << "2^" << high[l];
 #else
   FAIL() << "tests/backend/test_attention.cpp must be built with LATHE_ARCH_FLAGS (AVX2/FMA), as "
             "the kernels are";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,6 +15,7 @@
 #include "lathe/backend/cpu/fuse_dw_conv.h"
 #include "lathe/core/random.h"
 #include "lathe/ir/graph.h"
+#include "lathe/kernels/blocked_layout.h"
 #include "lathe/kernels/dnnl_conv.h"
 #include "lathe/kernels/dnnl_conv_dw.h"
 #include "lathe/ops/ops.h"
@@ -160,6 +162,53 @@ TEST(FuseDwConv, FusesEachPairOneDnnHasAFusedKernelForAndKeepsTheResult) {
   if (detail::dnnl_preferred_conv_block() == 16) {
     EXPECT_GT(fused, 0);
   }
+}
+
+// NaN and inf reaching the fused activations (oneDNN's relu / clip drop NaN): the fused kernel
+// runs the two convolutions on their NaN-safe paths, so its result has NaN exactly where the
+// f64 reference (direct loops, 1x1 conv + relu, then the depthwise conv + relu6) has.
+TEST(FuseDwConv, FusedKernelPropagatesNaNAsTheTwoConvolutions) {
+  const int64_t B = 8, N = 2, C = 16, M = 32, H = 10;
+  Tensor x = rnd({N, C, H, H}, 21);
+  float* px = static_cast<float*>(x.raw_data());
+  px[7] = std::nanf("");
+  px[C * H * H + 33] = INFINITY;
+  Tensor w = mul(rnd({M, C, 1, 1}, 22), 0.2), bias = rnd({M}, 23);
+  Tensor dw = mul(rnd({M, 1, 3, 3}, 24), 0.3), dw_bias = rnd({M}, 25);
+  detail::PostOps post;
+  post.act = detail::PostOps::Act::relu;
+  post.act2 = detail::PostOps::Act::clip;
+  post.act2_lo = 0;
+  post.act2_hi = 6;
+  Tensor xb = empty(to_shape({N, C / B, H, H, B}));
+  kernels::to_blocked(x, xb);
+  Tensor outb = empty(to_shape({N, M / B, H, H, B}));
+  detail::conv2d_1x1_dw_forward_blocked(xb, w, bias, dw, dw_bias, 1, post, outb);
+  Tensor got = empty(to_shape({N, M, H, H}));
+  kernels::from_blocked(outb, got);
+  // The reference in f64 (direct loops).
+  auto f64 = [](const Tensor& t) { return t.to(DType::f64); };
+  Tensor mid = empty(to_shape({N, M, H, H}), DType::f64);
+  detail::PostOps first;
+  first.act = post.act;
+  detail::conv2d_forward(f64(x), f64(w), f64(bias), detail::Conv2dParams{}, mid, first);
+  detail::Conv2dParams dwp;
+  dwp.padding[0] = dwp.padding[1] = 1;
+  dwp.groups = M;
+  detail::PostOps second;
+  second.act = post.act2, second.act_lo = post.act2_lo, second.act_hi = post.act2_hi;
+  Tensor want = empty(to_shape({N, M, H, H}), DType::f64);
+  detail::conv2d_forward(mid, f64(dw), f64(dw_bias), dwp, want, second);
+  const std::vector<double> g = got.to_vector<double>(), r = want.to_vector<double>();
+  int64_t nans = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_EQ(std::isnan(g[i]), std::isnan(r[i])) << "element " << i;
+    nans += std::isnan(r[i]);
+    if (std::isfinite(r[i])) {
+      EXPECT_NEAR(g[i], r[i], 1e-4 * (1 + std::abs(r[i]))) << "element " << i;
+    }
+  }
+  EXPECT_GT(nans, 0);
 }
 
 TEST(FuseDwConv, OffByEnvironment) {

@@ -317,6 +317,43 @@ TEST(PlanLayoutsPass, MaxPoolingBetweenBlockedConvolutionsStaysBlocked) {
   EXPECT_EQ(s.blocked_pools, 0);
 }
 
+// NaN and inf through the blocked kernels as through the plain ones: oneDNN's max pooling and its
+// fused relu drop NaN (lathe/kernels/non_finite.h), the blocked convolution and pooling take
+// their NaN-safe paths, and the NaN positions and values come out as the plain graph's.
+TEST(PlanLayoutsPass, BlockedConvolutionsAndPoolingPropagateNaN) {
+  for (int64_t B : {8, 16}) {
+    Built b;
+    Tensor x = rnd({2, 16, 11, 11}, 7);
+    float* px = static_cast<float*>(x.raw_data());
+    px[5] = std::nanf("");
+    px[300] = INFINITY;
+    px[2000] = -INFINITY;
+    px[16 * 121 + 50] = std::nanf("");  // the second sample
+    ir::Value* xv = b.input(x.to_channels_last());
+    ir::Value* w1 = b.input(mul(rnd({16, 16, 3, 3}, 8), 0.1));
+    ir::Value* w2 = b.input(mul(rnd({32, 16, 3, 3}, 9), 0.1));
+    ir::Value* y1 = b.conv(xv, w1, nullptr, nullptr, 1, 1, "relu");
+    ir::Value* p = b.max_pool(y1, true);
+    ir::Value* y2 = b.conv(p, w2, nullptr, nullptr, 1, 1, "relu");
+    b.g->set_outputs({y2});
+    backend::cpu::PlanLayoutsStats s;
+    auto out = backend::cpu::plan_layouts(*b.g, &s, static_cast<int>(B), false);
+    EXPECT_EQ(s.blocked_pools, 1);
+    const std::vector<double> got = run(*out, b.inputs)[0].contiguous().to_vector<double>();
+    const std::vector<double> want = run(*b.g, b.inputs)[0].contiguous().to_vector<double>();
+    ASSERT_EQ(got.size(), want.size());
+    int64_t nans = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << "block " << B << " element " << i;
+      nans += std::isnan(want[i]);
+      if (std::isfinite(want[i])) {
+        EXPECT_NEAR(got[i], want[i], kTol * (1 + std::abs(want[i]))) << B << " " << i;
+      }
+    }
+    EXPECT_GT(nans, 0) << "relu and max pooling keep NaN";
+  }
+}
+
 }  // namespace
 
 // The per-shape layout probe: finite where the layout applies, +inf where the block does not

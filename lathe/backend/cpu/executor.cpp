@@ -298,11 +298,15 @@ class Executor final : public PlannedExecutable {
         const Tensor& in = slots[i];
         if (in.dtype() != out.dtype() || in.sizes() != out.sizes() || in.strides() != out.strides())
           continue;
-        // By position: the same value may come twice (a residual block's conv reads h as its
-        // input and adds h), and then writing over it would change the input it still reads.
+        // Another input position reading the buffer: a pointwise step reads each element before
+        // writing it, so the same slot twice is fine there; a convolution reading the buffer as
+        // its x too (conv(y) + y) would read what it already overwrote.
         bool read_elsewhere = false;
-        for (size_t q = 0; q < s.inputs.size(); ++q)
-          read_elsewhere |= q != j && s.inputs[q] >= 0 && find_root(parent, s.inputs[q]) == r;
+        for (size_t p = 0; p < s.inputs.size(); ++p) {
+          const int q = s.inputs[p];
+          if (p == j || q < 0 || (pointwise && q == i)) continue;
+          read_elsewhere |= find_root(parent, q) == r;
+        }
         if (read_elsewhere) continue;
         parent[o] = r;
         last[r] = last[o];

@@ -4,7 +4,7 @@ Dynamo captures the model into an FX graph (torch-level: torch.conv2d, F.batch_n
 tensor methods) and calls `backend(graph_module, example_inputs)`. The backend:
 
 1. marks each node Lathe can run through the one table in lathe.torch._lowerings (target and
-   arguments checked), and splits the graph with torch.fx's CapabilityBasedPartitioner: the
+   arguments checked), and splits the graph in one linear pass (lathe.torch._partition): the
    supported regions become Lathe subgraphs, everything else stays in PyTorch (one log line per
    unsupported op, logger "lathe.torch");
 2. for each Lathe subgraph, builds a Python function over lathe tensors that walks the FX nodes
@@ -60,11 +60,10 @@ import operator
 import os
 
 import torch
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import lathe
-from . import _lowerings, _training
+from . import _budget, _lowerings, _partition, _training
 from ._lowerings import TORCH_TO_LATHE_DTYPE
 
 __all__ = ["backend", "LatheSubgraph"]
@@ -87,9 +86,10 @@ def _tensor_meta(node):
 _INPLACE_OPERATORS = (operator.iadd, operator.isub, operator.imul, operator.itruediv)
 
 
-def _writes_input_used_later(node):
+def _writes_input_used_later(node, position):
     """An in-place call (relu(x, inplace=True)) whose input is read again later: Lathe's functional
-    version would not show the write to those later reads, so PyTorch keeps it."""
+    version would not show the write to those later reads, so PyTorch keeps it. position: node ->
+    index in the graph."""
     inplace = node.kwargs.get("inplace", False) or node.target in _INPLACE_OPERATORS
     if node.target is torch.nn.functional.hardtanh and len(node.args) > 3:
         inplace = inplace or node.args[3]
@@ -98,12 +98,8 @@ def _writes_input_used_later(node):
     if not inplace or not node.args or not isinstance(node.args[0], torch.fx.Node):
         return False
     src = node.args[0]
-    seen = False
-    for n in node.graph.nodes:
-        if n is node:
-            seen = True
-        elif seen and src in n.all_input_nodes:
-            return True
+    if any(position[u] > position[node] for u in src.users):
+        return True
     return src.op == "placeholder"  # a graph input the caller would see written
 
 
@@ -113,6 +109,7 @@ class _LatheSupport(OperatorSupportBase):
         # A graph called with grad: random ops stay in PyTorch (Lathe's compiled training does
         # not replay random draws in the backward; PyTorch's generator also keeps eager's masks).
         self.training = training
+        self._position = {}  # node -> index in its graph (built on first use)
 
     def _reason(self, node):
         lowering = _lowerings.lookup(node)
@@ -134,7 +131,9 @@ class _LatheSupport(OperatorSupportBase):
             if isinstance(av, torch.Tensor) and (av.dtype not in TORCH_TO_LATHE_DTYPE
                                                  or av.device.type != "cpu"):
                 return f"input {a.name} is {av.dtype} on {av.device}"
-        if _writes_input_used_later(node):
+        if node not in self._position:
+            self._position = {n: i for i, n in enumerate(node.graph.nodes)}
+        if _writes_input_used_later(node, self._position):
             return "in-place write to a tensor read later"
         try:
             if not lowering.check(node):
@@ -287,7 +286,8 @@ class _DynamicShapes:
 class _Interpreter:
     """Evaluates one FX subgraph on lathe values. Called only while Lathe traces."""
 
-    def __init__(self, gm):
+    def __init__(self, gm, budget=None):
+        self.budget = budget  # the graph's first-call time budget (checked per node)
         self.nodes = list(gm.graph.nodes)
         self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
         self.gm = gm
@@ -308,6 +308,8 @@ class _Interpreter:
             if n.op == "get_attr":
                 env[n] = lifted[n.name]
                 continue
+            if self.budget is not None:
+                self.budget.check_in_trace()
             lowering = _lowerings.lookup(n)
             a = torch.fx.node.map_arg(n.args, lambda x: env[x])
             kw = torch.fx.node.map_arg(n.kwargs, lambda x: env[x])
@@ -330,10 +332,11 @@ def _is_static_input(node, example):
 class LatheSubgraph(torch.nn.Module):
     """One partition of the dynamo graph, run by a lathe.compile'd function."""
 
-    def __init__(self, gm, static_inputs, name, fakes=None):
+    def __init__(self, gm, static_inputs, name, fakes=None, budget=None):
         super().__init__()
         self.gm = gm  # kept for the PyTorch fallback
-        self.interp = _Interpreter(gm)
+        self.budget = budget  # the graph's first-call budget (lathe.torch._budget), or None
+        self.interp = _Interpreter(gm, budget)
         placeholders = self.interp.placeholders
         self.static_positions = [i for i, n in enumerate(placeholders) if n.name in static_inputs]
         self.static_names = [placeholders[i].name for i in self.static_positions]
@@ -472,8 +475,11 @@ class LatheSubgraph(torch.nn.Module):
             return tuple(outs)
         return outs[0]
 
+    def _over_budget(self):
+        return self.budget is not None and self.budget.check()
+
     def forward(self, *args):
-        if self.torch_fallback:
+        if self.torch_fallback or self._over_budget():
             return self.gm(*args)
         if torch.is_grad_enabled() and any(
                 isinstance(a, torch.Tensor) and a.requires_grad for a in args):
@@ -485,7 +491,11 @@ class LatheSubgraph(torch.nn.Module):
         dyn = [_to_lathe(args[i]) for i in self.dynamic_positions]
         try:
             out = self._call_inference(dyn)
-        except lathe.Error as e:
+        except Exception as e:
+            if self._over_budget():
+                return self.gm(*args)
+            if not isinstance(e, lathe.Error):
+                raise
             # A call the capability checks let through but Lathe rejects (its message says why):
             # PyTorch runs this subgraph from now on, and gives its own error if the call is bad.
             logger.warning("[lathe.torch] %s: Lathe could not run this subgraph, running it in "
@@ -498,7 +508,7 @@ class LatheSubgraph(torch.nn.Module):
     def _forward_train(self, args):
         """A call that needs grad: Lathe's compiled forward on Lathe leaves, tied into torch's
         autograd by one LatheFunction node whose backward runs Lathe's compiled backward."""
-        if self.train_fallback:
+        if self.train_fallback or self._over_budget():
             return self.gm(*args)
         if self.attr_requires_grad:
             return self._train_in_torch(args, "a module attribute (get_attr) requires grad")
@@ -523,7 +533,11 @@ class LatheSubgraph(torch.nn.Module):
             dyn.append(t)
         try:
             out = self._call_lathe(self.compiled_train, dyn)
-        except lathe.Error as e:
+        except Exception as e:
+            if self._over_budget():
+                return self.gm(*args)
+            if not isinstance(e, lathe.Error):
+                raise
             return self._train_in_torch(args, str(e))
         outs = out if isinstance(out, tuple) else (out,)
         torch_outs = _training.LatheFunction.apply(self, list(outs), leaves, *args)
@@ -546,10 +560,10 @@ _graph_counter = [0]
 
 def _absorb_input_getitems(gm, partitions, support):
     """Puts a supported getitem on graph inputs (a buffer slice: bert's position_ids[:, :seq])
-    into the one partition that uses it. CapabilityBasedPartitioner takes a node whose users are
-    all getitems for a tuple and moves those getitems into the node's partition: none for a graph
-    input, so the slice ran in PyTorch and reached Lathe as a per-call input, never frozen."""
-    where = {n: p for p in partitions for n in p.nodes}
+    into the one partition that uses it. The partitioner leaves a getitem whose source's users are
+    all getitems (a tuple) where its source is: nowhere for a graph input, so the slice ran in
+    PyTorch and reached Lathe as a per-call input, never frozen."""
+    where = {n: k for k, p in enumerate(partitions) for n in p}
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is not operator.getitem or node in where:
             continue
@@ -559,9 +573,9 @@ def _absorb_input_getitems(gm, partitions, support):
         users = {where.get(u) for u in node.users}
         if len(users) != 1 or None in users or not support.is_node_supported(None, node):
             continue
-        (partition,) = users
-        partition.add_node(node)
-        where[node] = partition
+        (k,) = users
+        partitions[k].insert(0, node)  # its inputs are graph inputs: first is in order
+        where[node] = k
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs):
@@ -576,15 +590,15 @@ def backend(gm: torch.fx.GraphModule, example_inputs):
     # requiring grad is called for training.
     training = torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+    budget = _budget.CompileBudget(f"graph {gid}")
     support = _LatheSupport(training)
-    partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
-    partitions = partitioner.propose_partitions()
+    partitions = _partition.propose_partitions(gm, lambda n: support.is_node_supported(None, n))
     for target, reason in support.unsupported.items():
         logger.warning("[lathe.torch] graph %d: %s stays in PyTorch (%s)", gid, target, reason)
-    if not partitions:
+    if not partitions or budget.check():
         return gm.forward
     _absorb_input_getitems(gm, partitions, support)
-    fused = partitioner.fuse_partitions(partitions)
+    fused = _partition.fuse_partitions(gm, partitions)
     for node in list(fused.graph.nodes):
         if node.op != "call_module" or not node.target.startswith("fused_"):
             continue
@@ -598,9 +612,19 @@ def backend(gm: torch.fx.GraphModule, example_inputs):
                 sub_static.add(ph.name)
             fakes.append(_tensor_meta(arg) if isinstance(arg, torch.fx.Node) else arg)
         setattr(fused, node.target,
-                LatheSubgraph(sub, sub_static, f"torch_graph{gid}_{node.target}", fakes))
-    fused.recompile()
-    return fused.forward
+                LatheSubgraph(sub, sub_static, f"torch_graph{gid}_{node.target}", fakes, budget))
+    # No recompile: the generated forward looks its submodules up by name on every call.
+
+    def run(*args):
+        if not budget.active:
+            return fused.forward(*args)
+        # The budget covers the first call (where Lathe traces and compiles each subgraph).
+        try:
+            return fused.forward(*args)
+        finally:
+            budget.finish()
+
+    return run
 
 
 def _register():

@@ -172,8 +172,24 @@ def _gelu(x, approximate="none"):
     return lathe.gelu(x, approximate)
 
 
-@function(torch.clamp, torch.clip)
+def _clamp_check(node):
+    lo, hi = _arg(node, 1, "min"), _arg(node, 2, "max")
+    return lo is not None or hi is not None  # neither: PyTorch gives its error
+
+
+@function(torch.clamp, torch.clip, check=_clamp_check)
+@method("clamp", "clip", check=_clamp_check)
 def _clamp(x, min=None, max=None):
+    """Number bounds run Lathe's clamp; tensor bounds (broadcast against x, NaN propagating as in
+    PyTorch) run maximum then minimum."""
+    if _is_tensor(min):
+        x = lathe.maximum(x, min)
+        min = None
+    if _is_tensor(max):
+        x = lathe.minimum(x, max)
+        max = None
+    if min is None and max is None:
+        return x
     return lathe.clamp(x, min, max)
 
 
@@ -341,7 +357,16 @@ def _unsqueeze(x, dim):
 @method("squeeze")
 @function(torch.squeeze)
 def _squeeze(x, dim=None):
-    return x.squeeze() if dim is None else x.squeeze(dim)
+    if dim is None:
+        return x.squeeze()
+    if isinstance(dim, int):
+        return x.squeeze(dim)
+    # A tuple of dims (dims of size other than 1 stay, as in PyTorch): from the last, so that the
+    # earlier dims keep their positions.
+    n = x.ndim
+    for d in sorted({d + n if d < 0 else d for d in dim}, reverse=True):
+        x = x.squeeze(d)
+    return x
 
 
 @method("size")
