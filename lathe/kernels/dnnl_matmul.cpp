@@ -250,6 +250,12 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   if (out.numel() == 0) return;
   if (bf16 && x.dtype() == DType::f32 && w.dtype() == DType::f32 && out.dtype() == DType::f32 &&
       dnnl_bf16_native() && x.numel() > 0 && w.numel() > 0) {
+    if (needs_nan_safe_post_ops(post, x, w, bias)) {  // see non_finite.h
+      Tensor plain = empty(out.sizes(), DType::f32);
+      linear_forward(x, w, bias, plain, {}, true);
+      apply_linear_post_ops<float>(plain, post, out);
+      return;
+    }
     linear_dnnl(dnnl_round_to_bf16(x), w, bias, out, post);
     return;
   }
