@@ -51,4 +51,43 @@ TEST(Autocast, CompiledFunctionsTraceTheCastsAndGuardTheState) {
   EXPECT_EQ(g.stats().compiles, 1);
 }
 
+// AMP training: a compiled forward + loss under autocast (AOT autograd traces the casts) gives
+// eager autocast's loss and f32 gradients.
+TEST(Autocast, CompiledTrainingStepEqualsEagerAutocast) {
+  Tensor w1 = rnd({16, 12}, 40), w2 = rnd({4, 16}, 41);
+  w1.set_requires_grad(true);
+  w2.set_requires_grad(true);
+  Tensor x = rnd({8, 12}, 42);
+  Tensor target = from_vector<int64_t>({0, 1, 2, 3, 0, 1, 2, 3}, {8});
+  auto fwd = [&](const std::vector<Tensor>& a) {
+    return cross_entropy(linear(relu(linear(a[0], w1)), w2), target);
+  };
+  auto f = compile(fwd);
+  for (int step = 0; step < 2; ++step) {
+    Tensor eager_loss, loss;
+    {
+      AutocastGuard ac;
+      eager_loss = fwd({x});
+    }
+    eager_loss.backward();
+    Tensor g1 = w1.grad().clone(), g2 = w2.grad().clone();
+    w1.set_grad(Tensor());
+    w2.set_grad(Tensor());
+    {
+      AutocastGuard ac;
+      loss = f({x})[0];
+    }
+    EXPECT_EQ(loss.dtype(), DType::f32);
+    EXPECT_TRUE(same(loss, eager_loss)) << "step " << step;
+    loss.backward();
+    ASSERT_TRUE(w1.grad().defined());
+    EXPECT_EQ(w1.grad().dtype(), DType::f32);
+    EXPECT_TRUE(same(w1.grad(), g1)) << "step " << step;
+    EXPECT_TRUE(same(w2.grad(), g2)) << "step " << step;
+    w1.set_grad(Tensor());
+    w2.set_grad(Tensor());
+  }
+  EXPECT_EQ(f.stats().compiles, 1);
+}
+
 }  // namespace

@@ -17,6 +17,7 @@
 #include "lathe/core/threads.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/models/registry.h"
+#include "lathe/ops/autocast.h"
 #include "lathe/ops/ops.h"
 #include "lathe/optim/optimizer.h"
 #include "lathe/trace/compile.h"
@@ -112,6 +113,7 @@ struct TrainingModel {
   std::vector<std::pair<std::string, Tensor>> params;
   std::unique_ptr<lathe::optim::SGD> opt;
   SyntheticLoss loss;
+  bool amp = false;  // forward and loss under lathe::AutocastGuard (TrainingOptions::amp)
 };
 
 // `deterministic` puts the dropout layers in eval mode (the fp64 reference and the f32 run would
@@ -145,7 +147,11 @@ std::unique_ptr<TrainingModel> make_training_model(const std::string& name,
 // One eager training step; returns the loss.
 Tensor eager_step(TrainingModel& m, const std::vector<Tensor>& inputs) {
   m.opt->zero_grad();
-  Tensor loss = m.loss(m.spec->forward(inputs));
+  Tensor loss;
+  {
+    lathe::AutocastGuard autocast(DType::bf16, m.amp);
+    loss = m.loss(m.spec->forward(inputs));
+  }
   loss.backward();
   m.opt->step();
   return loss;
@@ -195,10 +201,15 @@ StepFn make_backend_step(const std::string& backend, TrainingModel& m) {
     // (no grad) so that the trace captures them as data instead of recording the random draw.
     if (!m.loss.has_labels()) {
       lathe::NoGradGuard no_grad;
+      lathe::AutocastGuard autocast(DType::bf16, m.amp);
       m.loss(m.spec->forward(in));
     }
     m.opt->zero_grad();
-    Tensor loss = (*compiled)(in)[0];
+    Tensor loss;
+    {
+      lathe::AutocastGuard autocast(DType::bf16, m.amp);
+      loss = (*compiled)(in)[0];
+    }
     // Past the recompile limit a compiled function runs eagerly: never report that as compile.
     if (loss.grad_fn_name() != "compiled_backward")
       throw lathe::Error(lathe::detail::str("[lathe-bench] the compiled training step of ",
@@ -231,6 +242,7 @@ TrainRow bench_model(const std::string& name, const TrainingOptions& o) {
     if (backend_trains(o.backends[k], &why)) {
       models.back() =
           make_training_model(name, o, DType::f32, false, backend_device(o.backends[k]));
+      models.back()->amp = o.amp;
       steps.back() = make_backend_step(o.backends[k], *models.back());
       active.push_back(static_cast<int>(k));
     }
@@ -375,7 +387,8 @@ int run_training_performance(const TrainingOptions& o, const std::vector<std::st
             << lathe::num_threads() << " threads, median of " << o.repeat
             << " alternating steps (forward, cross-entropy on synthetic labels, backward, SGD "
                "momentum "
-            << kMomentum << "); speedup = " << b[0] << " ms / backend ms\n\n"
+            << kMomentum << (o.amp ? "; bf16 autocast in forward and loss" : "")
+            << "); speedup = " << b[0] << " ms / backend ms\n\n"
             << md.str();
   if (o.csv.empty()) return 0;
   std::ofstream csv(o.csv);

@@ -19,6 +19,9 @@ struct TrainingOptions {
   double tolerance = 1e-4;
   std::string csv;
   std::string inject_error;  // --accuracy self-test: this backend's results are scaled by 1.01
+  // --precision bf16 (performance only): mixed-precision training (AMP): forward and loss of
+  // every backend under lathe::AutocastGuard (bf16), f32 master weights, gradients and update.
+  bool amp = false;
 };
 
 // Prints the markdown table of step times (ms) and speedups over eager, and the geomean.
