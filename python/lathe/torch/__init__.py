@@ -63,7 +63,7 @@ import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import lathe
-from . import _budget, _lowerings, _partition, _training
+from . import _autocast, _budget, _lowerings, _partition, _training
 from ._lowerings import TORCH_TO_LATHE_DTYPE
 
 __all__ = ["backend", "LatheSubgraph"]
@@ -582,6 +582,13 @@ def backend(gm: torch.fx.GraphModule, example_inputs):
     """The TorchDynamo backend (torch.compile(model, backend="lathe"))."""
     _graph_counter[0] += 1
     gid = _graph_counter[0]
+    # torch.autocast regions become explicit casts (the pieces Lathe and PyTorch run then agree
+    # without PyTorch's autocast state).
+    try:
+        _autocast.make_autocast_explicit(gm)
+    except NotImplementedError as e:
+        logger.warning("[lathe.torch] graph %d stays in PyTorch (%s)", gid, e)
+        return gm.forward
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static_inputs = {n.name for n, ex in zip(placeholders, example_inputs)
                      if _is_static_input(n, ex)}
