@@ -1,5 +1,8 @@
 #include "lathe/backend/cpu/lower_precision.h"
 
+#include <iostream>
+#include <mutex>
+
 #include "lathe/backend/cpu/op_handles.h"
 #include "lathe/backend/cpu/rewrite.h"
 #include "lathe/kernels/dnnl_common.h"
@@ -27,6 +30,14 @@ std::unique_ptr<ir::Graph> lower_precision(const ir::Graph& g, DType precision,
   LowerPrecisionStats s;
   const bool on = precision == DType::bf16 && lathe::detail::dnnl_bf16_native();
   s.unsupported = precision == DType::bf16 && !on;
+  if (s.unsupported) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      std::cerr << "[lathe] warning: precision bf16 asked, but this CPU has neither avx512_bf16 "
+                   "nor AMX (or ONEDNN_MAX_CPU_ISA excludes them): convolutions and linear "
+                   "layers compute in f32\n";
+    });
+  }
   const CpuOps& ops = cpu_ops();
   auto out = rewrite_graph(g, [&](const ir::Node& n, GraphCopy& copy) {
     if (!on) return false;
