@@ -68,9 +68,8 @@ bool cached_has_non_finite(const Tensor& t) {
 
 bool needs_nan_safe_post_ops(const PostOps& post, const Tensor& x, const Tensor& w,
                              const Tensor& bias) {
-  return post_ops_drop_nan(post) &&
-         (has_non_finite(x) || cached_has_non_finite(w) ||
-          (bias.defined() && cached_has_non_finite(bias)));
+  return post_ops_drop_nan(post) && (has_non_finite(x) || cached_has_non_finite(w) ||
+                                     (bias.defined() && cached_has_non_finite(bias)));
 }
 
 void apply_post_ops_flat(const float* plain, const PostOps& post, float* out, int64_t n) {

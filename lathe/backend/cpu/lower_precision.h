@@ -7,8 +7,8 @@
 // the output stay f32, so every other pass and kernel is unchanged. Depthwise convolutions stay
 // f32 (memory-bound: rounding their input costs more than the bf16 multiply saves), and so does
 // everything where the CPU has no bf16 kernels (dnnl_bf16_native: avx512_bf16 or AMX), with one
-// warning per process on stderr. The rounding error is that of PyTorch's CPU autocast for these ops (bf16 operands,
-// f32 accumulation), smaller because their outputs are not rounded.
+// warning per process on stderr. The rounding error is that of PyTorch's CPU autocast for these ops
+// (bf16 operands, f32 accumulation), smaller because their outputs are not rounded.
 #pragma once
 
 #include <memory>
