@@ -7,6 +7,8 @@ scripts/setup.sh build
 # No test reads or writes the user's measurement cache (~/.cache/lathe): it is off, and pointed
 # into the build tree (ctest sets the same per test; the cache's own tests use temporary folders).
 export LATHE_CACHE=0 LATHE_CACHE_DIR="$(pwd)/build/test-cache"
+# Tests run side by side on a busy machine: no thread count chosen from call times (CMakeLists.txt).
+export LATHE_CPU_ADAPTIVE_THREADS=0
 
 echo "== ctest ==" >&2
 (cd build && ctest --output-on-failure -j2 --timeout 1500)

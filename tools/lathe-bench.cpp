@@ -513,7 +513,8 @@ int run_performance(const Args& a, const std::vector<std::string>& names) {
             << lathe::num_threads() << " threads, median of " << a.repeat
             << (a.blocked ? " back-to-back calls per backend" : " alternating calls")
             << "; speedup = " << b[0] << " ms / backend ms"
-            << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
+            << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << " ("
+            << lathe::num_threads_reason() << ")\n\n"
             << md.str();
   // Ratios between two non-baseline backends (e.g. compile over eager with --trace-on-lazy).
   for (size_t k = 1; k < b.size(); ++k)
@@ -660,7 +661,8 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
             << a.tolerance
             << " x min(1, max |reference output|), or pass (rmse): RMSE within 2x eager-f32's;"
             << " bf16 compiles: RMSE within " << kBf16RmseOfScale << " x max |reference output|"
-            << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << "\n\n"
+            << (a.trace_on_lazy ? " (model and inputs on the lazy device)" : "") << " ("
+            << lathe::num_threads_reason() << ")\n\n"
             << md.str();
   if (failures > 0) {
     std::cout << "\n" << failures << " failure(s)\n";
@@ -683,7 +685,7 @@ int main(int argc, char** argv) {
   if (!a.accuracy) std::cerr << ", warmup " << a.warmup << ", repeat " << a.repeat;
   if (a.training) std::cerr << ", training";
   if (a.precision == DType::bf16) std::cerr << ", compile precision bf16";
-  std::cerr << std::endl;
+  std::cerr << "\n[lathe-bench] " << lathe::num_threads_reason() << std::endl;
   if (a.training) {
     lathe_bench::TrainingOptions o;
     o.backends = a.backends;

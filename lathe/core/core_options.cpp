@@ -4,6 +4,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "lathe/core/cpu_share.h"
 #include "lathe/core/error.h"
 #include "lathe/core/threads.h"
 
@@ -51,14 +52,16 @@ CoreOptions core_options() {
 }
 
 void set_core_options(CoreOptions options) {
-  LATHE_CHECK(options.num_threads >= 0, "[threads] thread count must be positive (or 0: all "
-              "cores), got ", options.num_threads);
+  LATHE_CHECK(options.num_threads >= 0,
+              "[threads] thread count must be positive (or 0: all "
+              "cores), got ",
+              options.num_threads);
   {
     std::lock_guard<std::mutex> lock(default_mutex());
     default_slot() = options;
   }
   detail::apply_num_threads(options.num_threads > 0 ? options.num_threads
-                                                  : detail::hardware_threads());
+                                                    : process_cpu_share().threads);
 }
 
 }  // namespace lathe

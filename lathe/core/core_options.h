@@ -9,7 +9,8 @@
 namespace lathe {
 
 struct CoreOptions {
-  // Threads for Lathe's parallel loops and oneDNN (applied to OpenMP); 0: all cores.
+  // Threads for Lathe's parallel loops and oneDNN (applied to OpenMP); 0: the process's CPU
+  // share (lathe/core/cpu_share.h).
   int num_threads = 0;
 
   // One line: every field as name=value.
@@ -17,15 +18,15 @@ struct CoreOptions {
 };
 
 // The options the environment asks for now (reads it on each call; the process default reads
-// it once): LATHE_NUM_THREADS, a positive integer (unset: 0, all cores). Throws lathe::Error for
-// anything else. The one place in lathe/core that reads LATHE_* variables.
+// it once): LATHE_NUM_THREADS, a positive integer (unset: 0, the CPU share). Throws lathe::Error
+// for anything else. The one place in lathe/core that reads LATHE_* variables.
 CoreOptions core_options_from_env();
 
 // The process default: core_options_from_env() at first use, or what set_core_options (or
 // set_num_threads) stored since. Thread safe.
 CoreOptions core_options();
 // Replaces the process default and applies it: the thread count becomes options.num_threads
-// (0: all cores). Throws lathe::Error for a negative count.
+// (0: the CPU share). Throws lathe::Error for a negative count.
 void set_core_options(CoreOptions options);
 
 }  // namespace lathe

@@ -21,7 +21,7 @@ void conv_bwd_input(const Tensor& go, const Tensor& w, const Conv2dParams& p, co
   T* gip = static_cast<T*>(gi.raw_data());
   const int nt = lathe::num_threads();
   // One thread per (n, input channel): it owns that plane of grad_input.
-#pragma omp parallel for collapse(2) num_threads(nt)
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 1)
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t ci = 0; ci < C; ++ci) {
       const int64_t g = ci / Cg, c = ci % Cg;
@@ -59,7 +59,7 @@ void conv_bwd_weight(const Tensor& go, const Tensor& x, const Conv2dParams& p, c
   const T* xp = static_cast<const T*>(x.raw_data());
   T* gwp = static_cast<T*>(gw.raw_data());
   const int nt = lathe::num_threads();
-#pragma omp parallel for collapse(2) num_threads(nt)
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 1)
   for (int64_t o = 0; o < O; ++o) {
     for (int64_t c = 0; c < Cg; ++c) {
       const int64_t ci = (o / Og) * Cg + c;
@@ -105,7 +105,7 @@ void pool_bwd(const Tensor& go, const Tensor& x, const Pool2dParams& p, const Te
   const T* xp = is_max ? static_cast<const T*>(x.raw_data()) : nullptr;
   T* gip = static_cast<T*>(gi.raw_data());
   const int nt = lathe::num_threads();
-#pragma omp parallel for collapse(2) num_threads(nt)
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 1)
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t c = 0; c < C; ++c) {
       const int64_t plane_off = (n * C + c) * H * W;
@@ -158,7 +158,7 @@ void adaptive_bwd(const Tensor& go, const Tensor& gi) {
   const T* gop = static_cast<const T*>(go.raw_data());
   T* gip = static_cast<T*>(gi.raw_data());
   const int nt = lathe::num_threads();
-#pragma omp parallel for collapse(2) num_threads(nt)
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 1)
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t c = 0; c < C; ++c) {
       T* plane = gip + (n * C + c) * H * W;

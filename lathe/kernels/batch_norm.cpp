@@ -4,6 +4,7 @@
 
 #include "lathe/core/threads.h"
 #include "lathe/kernels/elementwise.h"
+#include "lathe/kernels/parallel_chunks.h"
 
 namespace lathe::kernels {
 
@@ -60,15 +61,14 @@ std::vector<double> channel_sums(const ChannelLayout& L, Term term) {
     const int64_t blocks = (L.outer + rows - 1) / rows;
     std::vector<double> partial(blocks * K * C, 0.0);
     const int threads = threads_for(numel, blocks);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-    for (int64_t b = 0; b < blocks; ++b) {
+    parallel_items(blocks, threads, [&](int64_t b) {
       double* acc = partial.data() + b * K * C;
       const int64_t end = std::min(L.outer, (b + 1) * rows);
       for (int64_t o = b * rows; o < end; ++o) {
         const int64_t base = o * C;
         for (int64_t c = 0; c < C; ++c) term(c, base + c, acc + c, C);
       }
-    }
+    });
     for (int64_t b = 0; b < blocks; ++b)
       for (int64_t j = 0; j < K * C; ++j) sums[j] += partial[b * K * C + j];
     return sums;
@@ -76,8 +76,7 @@ std::vector<double> channel_sums(const ChannelLayout& L, Term term) {
   const int64_t planes = L.outer * C;
   std::vector<double> partial(planes * K, 0.0);
   const int threads = threads_for(numel, planes);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t p = 0; p < planes; ++p) {
+  parallel_items(planes, threads, [&](int64_t p) {
     const int64_t c = p % C, base = p * L.inner;
     double lanes[K * kLanes] = {};
     int64_t i = 0;
@@ -89,7 +88,7 @@ std::vector<double> channel_sums(const ChannelLayout& L, Term term) {
       for (int64_t l = 0; l < kLanes; ++l) s += lanes[k * kLanes + l];
       partial[p * K + k] = s;
     }
-  }
+  });
   for (int64_t p = 0; p < planes; ++p)
     for (int k = 0; k < K; ++k) sums[k * C + p % C] += partial[p * K + k];
   return sums;
@@ -103,21 +102,19 @@ void channel_map(const ChannelLayout& L, F f) {
     const int64_t rows = std::max<int64_t>(1, kRowBlock / std::max<int64_t>(C, 1));
     const int64_t blocks = (L.outer + rows - 1) / rows;
     const int threads = threads_for(numel, blocks);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-    for (int64_t b = 0; b < blocks; ++b) {
+    parallel_items(blocks, threads, [&](int64_t b) {
       const int64_t end = std::min(L.outer, (b + 1) * rows);
       for (int64_t o = b * rows; o < end; ++o)
         for (int64_t c = 0; c < C; ++c) f(c, o * C + c);
-    }
+    });
     return;
   }
   const int64_t planes = L.outer * C;
   const int threads = threads_for(numel, planes);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t p = 0; p < planes; ++p) {
+  parallel_items(planes, threads, [&](int64_t p) {
     const int64_t c = p % C, base = p * L.inner;
     for (int64_t i = 0; i < L.inner; ++i) f(c, base + i);
-  }
+  });
 }
 
 template <class T>

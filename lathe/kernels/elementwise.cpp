@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "lathe/kernels/parallel_chunks.h"
+
 namespace lathe::kernels {
 
 Tensor broadcast_to(const Tensor& t, const Shape& sizes) {
@@ -22,12 +24,9 @@ void copy(const Tensor& dst, const Tensor& src) {
     char* d = static_cast<char*>(dst.raw_data());
     const char* s = static_cast<const char*>(src.raw_data());
     int threads = dst.numel() >= kParallelGrain * 8 ? num_threads() : 1;
-    int64_t chunk = static_cast<int64_t>((nbytes + threads - 1) / threads);
-#pragma omp parallel for num_threads(threads) if (threads > 1)
-    for (int t = 0; t < threads; ++t) {
-      int64_t b = t * chunk, e = std::min<int64_t>(nbytes, b + chunk);
-      if (b < e) std::memcpy(d + b, s + b, e - b);
-    }
+    const int64_t n = static_cast<int64_t>(nbytes);
+    parallel_chunks(n, chunk_size(n, threads, 4096, 64), threads,
+                    [&](int64_t b, int64_t e) { std::memcpy(d + b, s + b, e - b); });
     return;
   }
   LATHE_DISPATCH_ALL_AND_HALF(dst.dtype(), "copy", [&] {

@@ -1,9 +1,7 @@
 // Strided loops over several operands: the engine behind elementwise ops and copies.
 // A LoopPlan orders dims by the output's memory order, merges dims that are contiguous for every
-// operand, and runs rows of the innermost dim in parallel.
+// operand, and runs rows of the innermost dim in parallel (chunks claimed dynamically).
 #pragma once
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -11,6 +9,7 @@
 
 #include "lathe/core/tensor.h"
 #include "lathe/core/threads.h"
+#include "lathe/kernels/parallel_chunks.h"
 
 namespace lathe::kernels {
 
@@ -49,54 +48,43 @@ void run_loop(const LoopPlan& plan, Row&& row) {
     row(p, inner_st, inner);
     return;
   }
-  // A single long row is split into chunks so both cores work on it.
+  // A single long row is split into chunks (multiples of 16 elements) so both cores work on it.
   if (rows == 1) {
-    int64_t chunks = threads > 1 ? threads * 4 : 1;
-    int64_t chunk = (inner + chunks - 1) / chunks;
-    chunk = (chunk + 15) / 16 * 16;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      int64_t start = c * chunk;
-      if (start >= inner) continue;
-      int64_t n = std::min(chunk, inner - start);
-      char* p[kMaxLoopArgs];
-      for (int a = 0; a < na; ++a) p[a] = plan.base[a] + start * inner_st[a];
-      row(p, inner_st, n);
-    }
+    parallel_chunks(inner, chunk_size(inner, threads, 16, 16), threads,
+                    [&](int64_t start, int64_t end) {
+                      char* p[kMaxLoopArgs];
+                      for (int a = 0; a < na; ++a) p[a] = plan.base[a] + start * inner_st[a];
+                      row(p, inner_st, end - start);
+                    });
     return;
   }
 
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    int nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    int64_t per = (rows + nt - 1) / nt;
-    int64_t r0 = tid * per, r1 = std::min(rows, r0 + per);
-    if (r0 < r1) {
-      // Decompose r0 into an index over the outer dims.
-      int64_t idx[kMaxLoopDims];
-      int64_t rem = r0;
+  // Rows in chunks claimed dynamically (lathe/kernels/parallel_chunks.h).
+  parallel_chunks(rows, chunk_size(rows, threads), threads, [&](int64_t r0, int64_t r1) {
+    // Decompose r0 into an index over the outer dims.
+    int64_t idx[kMaxLoopDims];
+    int64_t rem = r0;
+    for (int d = nd - 2; d >= 0; --d) {
+      idx[d] = rem % plan.sizes[d];
+      rem /= plan.sizes[d];
+    }
+    char* p[kMaxLoopArgs];
+    for (int a = 0; a < na; ++a) {
+      p[a] = plan.base[a];
+      for (int d = 0; d < nd - 1; ++d) p[a] += idx[d] * plan.strides[a][d];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      row(p, inner_st, inner);
       for (int d = nd - 2; d >= 0; --d) {
-        idx[d] = rem % plan.sizes[d];
-        rem /= plan.sizes[d];
-      }
-      char* p[kMaxLoopArgs];
-      for (int a = 0; a < na; ++a) {
-        p[a] = plan.base[a];
-        for (int d = 0; d < nd - 1; ++d) p[a] += idx[d] * plan.strides[a][d];
-      }
-      for (int64_t r = r0; r < r1; ++r) {
-        row(p, inner_st, inner);
-        for (int d = nd - 2; d >= 0; --d) {
-          if (++idx[d] < plan.sizes[d]) {
-            for (int a = 0; a < na; ++a) p[a] += plan.strides[a][d];
-            break;
-          }
-          for (int a = 0; a < na; ++a) p[a] -= plan.strides[a][d] * (plan.sizes[d] - 1);
-          idx[d] = 0;
+        if (++idx[d] < plan.sizes[d]) {
+          for (int a = 0; a < na; ++a) p[a] += plan.strides[a][d];
+          break;
         }
+        for (int a = 0; a < na; ++a) p[a] -= plan.strides[a][d] * (plan.sizes[d] - 1);
+        idx[d] = 0;
       }
     }
-  }
+  });
 }
 
 }  // namespace lathe::kernels

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lathe/core/threads.h"
+#include "lathe/kernels/parallel_chunks.h"
 
 namespace lathe::kernels {
 
@@ -12,8 +13,7 @@ void softmax_impl(const Tensor& x, const Tensor& out, int64_t M, int64_t R, bool
   const T* px = static_cast<const T*>(x.raw_data());
   T* po = static_cast<T*>(out.raw_data());
   int threads = M * R >= 16384 && M > 1 ? num_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t m = 0; m < M; ++m) {
+  parallel_items(M, threads, [&](int64_t m) {
     const T* row = px + m * R;
     T* o = po + m * R;
     T mx = -std::numeric_limits<T>::infinity();
@@ -33,7 +33,7 @@ void softmax_impl(const Tensor& x, const Tensor& out, int64_t M, int64_t R, bool
       T inv = static_cast<T>(1.0 / s);
       for (int64_t r = 0; r < R; ++r) o[r] *= inv;
     }
-  }
+  });
 }
 
 // Mean and (biased) variance of a row, two passes. f64 accumulates serially; f32 in 16
@@ -76,8 +76,7 @@ void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   const T* pb = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
   T* po = static_cast<T*>(out.raw_data());
   int threads = M * R >= 16384 && M > 1 ? num_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t m = 0; m < M; ++m) {
+  parallel_items(M, threads, [&](int64_t m) {
     const T* row = px + m * R;
     T* o = po + m * R;
     double mean = 0, var = 0;
@@ -90,7 +89,7 @@ void layer_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, 
       if (pb) y += pb[r];
       o[r] = y;
     }
-  }
+  });
 }
 }  // namespace
 

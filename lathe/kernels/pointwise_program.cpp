@@ -8,6 +8,7 @@
 
 #include "lathe/core/threads.h"
 #include "lathe/kernels/elementwise.h"
+#include "lathe/kernels/parallel_chunks.h"
 #include "lathe/kernels/vec_exp2.h"
 
 namespace lathe::kernels {
@@ -340,6 +341,7 @@ void run_pointwise(const PointwiseProgram& program, std::span<const Tensor> inpu
   const size_t regs = program.code.size();
   const int64_t tiles = (total + kTile - 1) / kTile;
   const int nt = total < 65536 ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), tiles));
+  const int64_t tiles_per_claim = chunk_size(tiles, nt);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     std::vector<float> buf(regs * kTile);
@@ -352,7 +354,8 @@ void run_pointwise(const PointwiseProgram& program, std::span<const Tensor> inpu
       if (in.op == PwOp::input && src[in.input].scalar)
         std::fill(b, b + kTile, *src[in.input].base);
     }
-#pragma omp for schedule(static)
+    // Tiles claimed dynamically, the caller working too (lathe/kernels/parallel_chunks.h).
+#pragma omp for schedule(dynamic, tiles_per_claim)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t start = t * kTile, n = std::min(kTile, total - start);
       for (size_t k = 0; k < regs; ++k) {

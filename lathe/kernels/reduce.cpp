@@ -5,6 +5,7 @@
 
 #include "lathe/core/threads.h"
 #include "lathe/kernels/elementwise.h"
+#include "lathe/kernels/parallel_chunks.h"
 
 namespace lathe::kernels {
 namespace {
@@ -30,8 +31,7 @@ Tensor permuted_contiguous(const Tensor& x, const std::vector<int64_t>& perm) {
 template <class T, class Out>
 void reduce_rows(const T* x, Out* out, int64_t M, int64_t R, ReduceKind kind, int64_t correction) {
   int threads = M * R >= 65536 && M > 1 ? num_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t m = 0; m < M; ++m) {
+  parallel_items(M, threads, [&](int64_t m) {
     const T* row = x + m * R;
     switch (kind) {
       case ReduceKind::sum:
@@ -89,7 +89,7 @@ void reduce_rows(const T* x, Out* out, int64_t M, int64_t R, ReduceKind kind, in
         break;
       }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -24,11 +24,13 @@ unsigned parse_log_topics(const std::string& s) {
       flags |= unsigned(LogTopic::kGraph);
     else if (item == "passes")  // also read by the cpu backend (lathe/backend/cpu/cpu_backend.cpp)
       flags |= unsigned(LogTopic::kPasses);
+    else if (item == "threads")  // written by the cpu backend (lathe/backend/cpu/adaptive_threads.cpp)
+      flags |= unsigned(LogTopic::kThreads);
     else if (item == "all")
-      flags |= 15u;
+      flags |= 31u;
     else if (!item.empty())
       throw Error(
-          str("[compile] unknown log topic '", item, "' (known: recompiles, guards, graph, passes, all)"));
+          str("[compile] unknown log topic '", item, "' (known: recompiles, guards, graph, passes, threads, all)"));
   }
   return flags;
 }
@@ -51,6 +53,8 @@ const char* topic_name(LogTopic t) {
       return "graph";
     case LogTopic::kPasses:
       return "passes";
+    case LogTopic::kThreads:
+      return "threads";
   }
   return "?";
 }

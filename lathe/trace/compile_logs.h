@@ -10,7 +10,15 @@ struct CompileOptions;
 
 namespace lathe::detail {
 
-enum class LogTopic : unsigned { kRecompiles = 1, kGuards = 2, kGraph = 4, kPasses = 8 };
+// kThreads is written by the cpu backend (an executable's thread-count changes); listed here so
+// LATHE_LOGS=threads is a known topic.
+enum class LogTopic : unsigned {
+  kRecompiles = 1,
+  kGuards = 2,
+  kGraph = 4,
+  kPasses = 8,
+  kThreads = 16
+};
 
 // The topic bits of a comma list ("recompiles,graph", "all", "" for none); throws lathe::Error
 // naming an unknown topic.

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "lathe/core/error.h"
+#include "lathe/core/threads.h"
 #include "lathe/trace/compile_logs.h"
 #include "lathe/trace/partition.h"
 
@@ -56,7 +57,10 @@ std::mutex& default_mutex() {
 CompileOptions& default_slot() {
   static CompileOptions o = [] {
     CompileOptions d = compile_options_from_env();
-    if (!d.logs.empty()) detail::log_options(d.to_string());
+    if (!d.logs.empty()) {
+      detail::log_options(d.to_string());
+      detail::log_options(num_threads_reason());
+    }
     return d;
   }();
   return o;

@@ -30,6 +30,8 @@ nb::dict to_dict(const CpuBackendOptions& o) {
   d["layout_regions"] = o.layout_regions;
   d["dw_fusion"] = o.dw_fusion;
   d["profile"] = profile_name(o.profile);
+  d["log_threads"] = o.log_threads;
+  d["adaptive_threads"] = o.adaptive_threads;
   return d;
 }
 
@@ -55,6 +57,10 @@ CpuBackendOptions updated(CpuBackendOptions o, const nb::dict& d) {
       o.layout_regions = nb::cast<bool>(value);
     else if (k == "dw_fusion")
       o.dw_fusion = nb::cast<bool>(value);
+    else if (k == "log_threads")
+      o.log_threads = nb::cast<bool>(value);
+    else if (k == "adaptive_threads")
+      o.adaptive_threads = nb::cast<bool>(value);
     else if (k == "profile") {
       const std::string p = nb::cast<std::string>(nb::str(value));
       o.profile = p == "steps"                              ? ProfileMode::steps

@@ -293,11 +293,11 @@ TEST(FuseLinearPass, FusesActivationsAndResidualAdds) {
 }
 
 TEST(CpuBackend, PipelineNamesAndDisabling) {
-  EXPECT_EQ(
-      backend::cpu::pass_names(),
-      (std::vector<std::string>{"functionalize", "constant_fold", "fold_batch_norm", "fuse_conv",
-                                "fuse_linear", "fuse_attention", "fuse_pointwise", "merge_linear",
-                                "plan_layouts", "concat_blocked", "fuse_dw_conv", "dce"}));
+  EXPECT_EQ(backend::cpu::pass_names(),
+            (std::vector<std::string>{"functionalize", "constant_fold", "fold_batch_norm",
+                                      "fuse_conv", "fuse_linear", "fuse_attention",
+                                      "fuse_pointwise", "merge_linear", "plan_layouts",
+                                      "concat_blocked", "fuse_dw_conv", "lower_precision", "dce"}));
   Built b = resnet_tail(false);
   auto off = backend::cpu::run_passes(*b.g, {"fuse_conv", "fuse_pointwise"});
   EXPECT_EQ(op_names(*off), (std::vector<std::string>{"conv2d", "batch_norm", "add", "relu"}));

@@ -154,11 +154,11 @@ TEST(ConstantFoldPass, RunsWorkOnConstantsAtCompileTime) {
 }
 
 TEST(CpuPipeline, FreezingPassesRunInOrderAndCanBeDisabled) {
-  EXPECT_EQ(
-      backend::cpu::pass_names(),
-      (std::vector<std::string>{"functionalize", "constant_fold", "fold_batch_norm", "fuse_conv",
-                                "fuse_linear", "fuse_attention", "fuse_pointwise", "merge_linear",
-                                "plan_layouts", "concat_blocked", "fuse_dw_conv", "dce"}));
+  EXPECT_EQ(backend::cpu::pass_names(),
+            (std::vector<std::string>{"functionalize", "constant_fold", "fold_batch_norm",
+                                      "fuse_conv", "fuse_linear", "fuse_attention",
+                                      "fuse_pointwise", "merge_linear", "plan_layouts",
+                                      "concat_blocked", "fuse_dw_conv", "lower_precision", "dce"}));
   Built b = conv_bn_relu(true, true, 1);
   backend::cpu::GraphConstants constants = b.constants;
   auto on = backend::cpu::run_passes(*b.g, constants);

@@ -24,7 +24,7 @@ struct CleanEnv {
       c{"LATHE_CPU_BLOCK", nullptr}, d{"LATHE_CPU_EXECUTOR", nullptr},
       e{"LATHE_CPU_LAYOUT_TUNING", nullptr}, f{"LATHE_CPU_WINOGRAD", nullptr},
       g{"LATHE_CPU_LAYOUT_REGIONS", nullptr}, h{"LATHE_DW_FUSION", nullptr},
-      i{"LATHE_PROFILE", nullptr};
+      i{"LATHE_PROFILE", nullptr}, j{"LATHE_CPU_ADAPTIVE_THREADS", nullptr};
 };
 
 TEST(CpuOptions, Defaults) {
@@ -41,6 +41,8 @@ TEST(CpuOptions, Defaults) {
   EXPECT_TRUE(o.layout_regions);
   EXPECT_TRUE(o.dw_fusion);
   EXPECT_EQ(o.profile, ProfileMode::off);
+  EXPECT_TRUE(o.adaptive_threads);
+  EXPECT_FALSE(o.log_threads);
   EXPECT_EQ(backend::cpu::options(), o);
 }
 
@@ -55,7 +57,10 @@ TEST(CpuOptions, FromEnvironment) {
   ScopedEnv regions("LATHE_CPU_LAYOUT_REGIONS", "0");
   ScopedEnv dw("LATHE_DW_FUSION", "0");
   ScopedEnv profile("LATHE_PROFILE", "steps");
+  ScopedEnv adaptive("LATHE_CPU_ADAPTIVE_THREADS", "0");
   const CpuBackendOptions o = backend::cpu::options_from_environment();
+  EXPECT_FALSE(o.adaptive_threads);
+  EXPECT_FALSE(o.log_threads);
   EXPECT_TRUE(o.log_passes);
   EXPECT_FALSE(o.log_graphs);
   EXPECT_EQ(o.disabled_passes, (std::vector<std::string>{"fuse_conv", "dce"}));
@@ -71,6 +76,7 @@ TEST(CpuOptions, FromEnvironment) {
   {
     ScopedEnv all("LATHE_LOGS", "all");
     EXPECT_TRUE(backend::cpu::options().log_graphs);
+    EXPECT_TRUE(backend::cpu::options().log_threads);
   }
   {
     ScopedEnv one("LATHE_PROFILE", "1");
@@ -121,18 +127,24 @@ TEST(CpuOptions, SetFromCodeTakesPrecedence) {
 TEST(CpuOptions, ToStringAndResultKey) {
   CpuBackendOptions o;
   EXPECT_EQ(o.to_string(),
-            "log_passes=0 log_graphs=0 disabled_passes= block=auto layout_tuning=1 winograd=auto "
-            "layout_regions=1 dw_fusion=1 executor=planned profile=off");
+            "log_passes=0 log_graphs=0 log_threads=0 disabled_passes= block=auto layout_tuning=1 "
+            "winograd=auto layout_regions=1 dw_fusion=1 precision=f32 executor=planned "
+            "adaptive_threads=1 profile=off");
   CpuBackendOptions p = o;
   p.log_passes = true;
   p.profile = ProfileMode::summary;
   p.interpreter = true;
+  p.log_threads = true;
+  p.adaptive_threads = false;
   EXPECT_EQ(p.result_key(), o.result_key()) << "logs and profiling do not change the result";
   p.block = 8;
   EXPECT_NE(p.result_key(), o.result_key());
   p = o;
   p.disabled_passes = {"fuse_conv"};
   EXPECT_NE(p.result_key(), o.result_key());
+  p = o;
+  p.precision = DType::bf16;
+  EXPECT_NE(p.result_key(), o.result_key()) << "bf16 and f32 executables are different results";
 }
 
 // docs/architecture.md draws the cpu pipeline as one line "graph --a--> --b--> ... planned

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lathe/core/core_options.h"
+#include "lathe/core/cpu_share.h"
 #include "lathe/core/error.h"
 #include "lathe/core/threads.h"
 #include "tests/test_env.h"
@@ -59,7 +60,7 @@ TEST(CoreOptions, SettableFromCodeAndReadOnce) {
   EXPECT_EQ(num_threads(), 3);
   o.num_threads = 0;
   set_core_options(o);
-  EXPECT_EQ(num_threads(), detail::hardware_threads());
+  EXPECT_EQ(num_threads(), process_cpu_share().threads);
   o.num_threads = -1;
   EXPECT_THROW(set_core_options(o), Error);
   set_core_options(before);

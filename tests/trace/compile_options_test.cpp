@@ -60,7 +60,8 @@ TEST(CompileOptions, Defaults) {
   EXPECT_EQ(o.partitioner, nullptr);
   EXPECT_EQ(o.to_string(),
             "CompileOptions(backend=cpu, dynamic=auto, recompile_limit=8, "
-            "error_on_recompile_limit=false, name=fn, freeze=true, verify=false, verify_calls=10, "
+            "error_on_recompile_limit=false, name=fn, freeze=true, precision=f32, verify=false, "
+            "verify_calls=10, "
             "verify_rtol=0.0001, verify_atol=1e-05, logs=, partitioner=default)");
 }
 

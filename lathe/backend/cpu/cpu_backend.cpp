@@ -6,9 +6,11 @@
 #include <optional>
 #include <sstream>
 
+#include "lathe/backend/cpu/adaptive_threads.h"
 #include "lathe/backend/cpu/executor.h"
 #include "lathe/backend/cpu/layout_tuning.h"
 #include "lathe/backend/interpreter.h"
+#include "lathe/core/threads.h"
 #include "lathe/kernels/compile_time.h"
 #include "lathe/kernels/elementwise.h"
 #include "lathe/kernels/measure_cache.h"
@@ -31,10 +33,29 @@ void log_options_once(const cpu::CpuBackendOptions& o) {
 // weights, appended as graph inputs) kept here and passed after the caller's inputs.
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(std::unique_ptr<Executable> inner, size_t num_inputs, std::vector<Tensor> derived)
-      : inner_(std::move(inner)), num_inputs_(num_inputs), derived_(std::move(derived)) {}
+  CpuExecutable(std::unique_ptr<Executable> inner, size_t num_inputs, std::vector<Tensor> derived,
+                std::unique_ptr<cpu::AdaptiveThreads> threads)
+      : inner_(std::move(inner)),
+        num_inputs_(num_inputs),
+        derived_(std::move(derived)),
+        threads_(std::move(threads)) {}
 
+  // With adaptive threads (LATHE_CPU_ADAPTIVE_THREADS, on by default) each call runs on the
+  // thread count AdaptiveThreads picks from the calls it has timed.
   std::vector<Tensor> run(std::span<const Tensor> inputs, SymbolValues symbols) override {
+    if (!threads_) return run_on(inputs, symbols);
+    const int full = lathe::num_threads();
+    const int n = threads_->begin_call(full);
+    ScopedThreadCount scope(n == full ? 0 : n);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<Tensor> out = run_on(inputs, symbols);
+    threads_->end_call(
+        n, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return out;
+  }
+
+ private:
+  std::vector<Tensor> run_on(std::span<const Tensor> inputs, SymbolValues symbols) {
     if (derived_.empty()) return inner_->run(inputs, symbols);
     LATHE_CHECK(inputs.size() == num_inputs_, "[cpu] the graph takes ", num_inputs_,
                 " inputs, got ", inputs.size());
@@ -56,10 +77,10 @@ class CpuExecutable final : public Executable {
     return outputs;
   }
 
- private:
   std::unique_ptr<Executable> inner_;
   size_t num_inputs_;
   std::vector<Tensor> derived_;
+  std::unique_ptr<cpu::AdaptiveThreads> threads_;  // null: the process's count on every call
 };
 
 class CpuBackend final : public Backend {
@@ -106,11 +127,12 @@ class CpuBackend final : public Backend {
       tuning = "cached: " +
                (cached->fixed ? cpu::layout_plan_name(cached->plan) : info.layout + " (measured)");
     else if (tune && info.layout_measured)
-      exe = cpu::tune_layouts(graph, context, *g, std::move(exe), info.layout, tune_key, options,
-                              [&](const ir::Graph& gi, const cpu::GraphConstants& c) {
-                                return make_executable(graph, gi, c, options);
-                              },
-                              &tuning);
+      exe = cpu::tune_layouts(
+          graph, context, *g, std::move(exe), info.layout, tune_key, options,
+          [&](const ir::Graph& gi, const cpu::GraphConstants& c) {
+            return make_executable(graph, gi, c, options);
+          },
+          &tuning);
     tuning_s += since(t);
     if (options.log_passes) {
       const lathe::detail::CompileTimeCounters d =
@@ -148,10 +170,14 @@ class CpuBackend final : public Backend {
     for (size_t i = n; i < g.inputs().size(); ++i) derived.push_back(constants.at(i));
     // LATHE_CPU_EXECUTOR=interpreter runs the optimized graph on the reference step list, to
     // tell a wrong result of the passes from one of the executor.
-    std::unique_ptr<Executable> inner = options.interpreter
-                                            ? make_interpreter_backend()->compile(g)
-                                            : cpu::make_planned_executable(g);
-    return std::make_unique<CpuExecutable>(std::move(inner), n, std::move(derived));
+    std::unique_ptr<Executable> inner = options.interpreter ? make_interpreter_backend()->compile(g)
+                                                            : cpu::make_planned_executable(g);
+    std::unique_ptr<cpu::AdaptiveThreads> threads;
+    if (options.adaptive_threads && !options.interpreter)
+      threads = std::make_unique<cpu::AdaptiveThreads>(
+          detail::str("executable of ", g.nodes().size(), " steps"));
+    return std::make_unique<CpuExecutable>(std::move(inner), n, std::move(derived),
+                                           std::move(threads));
   }
 };
 

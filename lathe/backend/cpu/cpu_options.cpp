@@ -29,6 +29,7 @@ constexpr const char* kVariables[] = {
     "LATHE_CPU_LAYOUT_REGIONS",
     "LATHE_DW_FUSION",
     "LATHE_PROFILE",
+    "LATHE_CPU_ADAPTIVE_THREADS",
 };
 
 // The raw values, "" for unset, each prefixed with its presence.
@@ -60,6 +61,7 @@ CpuBackendOptions parse(const std::vector<std::string>& raw) {
     for (const std::string& t : split_list(*v)) {
       if (t == "passes" || t == "all") o.log_passes = true;
       if (t == "graph" || t == "all") graph = true;
+      if (t == "threads" || t == "all") o.log_threads = true;
     }
     o.log_graphs = o.log_passes && graph;
   }
@@ -81,6 +83,7 @@ CpuBackendOptions parse(const std::vector<std::string>& raw) {
     else if (!v->empty() && *v != "0")
       o.profile = ProfileMode::summary;
   }
+  o.adaptive_threads = parse_bool(value(raw, 9), "[cpu]", "LATHE_CPU_ADAPTIVE_THREADS", true);
   return o;
 }
 
@@ -152,8 +155,10 @@ std::string CpuBackendOptions::result_key() const {
 
 std::string CpuBackendOptions::to_string() const {
   std::ostringstream s;
-  s << "log_passes=" << log_passes << " log_graphs=" << log_graphs << " " << result_key()
+  s << "log_passes=" << log_passes << " log_graphs=" << log_graphs
+    << " log_threads=" << log_threads << " " << result_key()
     << " executor=" << (interpreter ? "interpreter" : "planned")
+    << " adaptive_threads=" << adaptive_threads
     << " profile=" << profile_name(profile);
   return s.str();
 }

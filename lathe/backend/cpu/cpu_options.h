@@ -4,7 +4,8 @@
 // (lathe.cpu_options()). `LATHE_LOGS=passes` prints them once (to_string).
 //
 //   LATHE_LOGS              passes/all: the pass manager's log (log_passes); passes_graphs also
-//                           prints the graph after each pass (log_graphs)
+//                           prints the graph after each pass (log_graphs); threads/all: the
+//                           executables' thread-count changes (log_threads)
 //   LATHE_DISABLE_PASSES    comma-separated pass names to skip (disabled_passes)
 //   LATHE_CPU_BLOCK         0, 8 or 16: plan_layouts' block instead of its choice (block)
 //   LATHE_CPU_EXECUTOR      interpreter: run the optimized graph on the interpreter (executor)
@@ -13,6 +14,9 @@
 //   LATHE_CPU_LAYOUT_REGIONS 0 or 1 (default 1): blocked layouts per region, not whole-graph
 //   LATHE_DW_FUSION         0 turns fuse_dw_conv off (default on)
 //   LATHE_PROFILE           1: the planned executor times each step; steps: also lists them
+//   LATHE_CPU_ADAPTIVE_THREADS 0 or 1 (default 1): an executable that measures its calls slower
+//                           on all threads than on one (a busy machine) runs them on one
+//                           (adaptive_threads.h)
 #pragma once
 
 #include <optional>
@@ -28,6 +32,7 @@ enum class ProfileMode { off, summary, steps };
 struct CpuBackendOptions {
   bool log_passes = false;
   bool log_graphs = false;
+  bool log_threads = false;
   std::vector<std::string> disabled_passes;
   std::optional<int> block;  // nullopt: plan_layouts chooses
   bool interpreter = false;  // LATHE_CPU_EXECUTOR=interpreter
@@ -36,6 +41,7 @@ struct CpuBackendOptions {
   bool layout_regions = true;
   bool dw_fusion = true;
   ProfileMode profile = ProfileMode::off;
+  bool adaptive_threads = true;
   // Not from the environment: set per compile from CompileContext::precision (lathe::compile's
   // CompileOptions::precision); f32 or bf16, read by the lower_precision pass.
   DType precision = DType::f32;
@@ -43,7 +49,8 @@ struct CpuBackendOptions {
   // One line per field, "name=value" separated by spaces.
   std::string to_string() const;
   // What changes the compiled result (the layout-tuning cache key hashes it): not the logs, the
-  // profile or the executor.
+  // profile, the executor or the
+  // adaptive thread count.
   std::string result_key() const;
   bool operator==(const CpuBackendOptions&) const = default;
 };

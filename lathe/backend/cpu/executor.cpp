@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <unordered_map>
 
 #include "lathe/backend/cpu/cpu_options.h"
+#include "lathe/backend/cpu/executor_profile.h"
 #include "lathe/backend/cpu/kernel_table.h"
 #include "lathe/backend/cpu/memory_plan.h"
 #include "lathe/backend/symbolic_attrs.h"
@@ -467,46 +466,14 @@ class Executor final : public PlannedExecutable {
   }
 
   void print_profile() const {
-    double total = 0;
-    std::map<std::string, std::pair<double, int>> by_op;
+    std::vector<StepProfile> rows(steps_.size());
     for (size_t k = 0; k < steps_.size(); ++k) {
-      const double ms = static_cast<double>(profile_ns_[k]) * 1e-6 / profile_calls_;
-      total += ms;
-      auto& e = by_op[steps_[k].op->name];
-      e.first += ms;
-      e.second += 1;
-    }
-    std::vector<std::pair<double, std::string>> ops;
-    for (const auto& [name, e] : by_op) ops.emplace_back(e.first, name);
-    std::sort(ops.rbegin(), ops.rend());
-    std::fprintf(stderr, "[lathe.profile] %zu steps, %lld planned calls, %.3f ms per call\n",
-                 steps_.size(), static_cast<long long>(profile_calls_), total);
-    for (const auto& [ms, name] : ops)
-      std::fprintf(stderr, "[lathe.profile]   %-22s %4d steps %9.3f ms %5.1f%%\n", name.c_str(),
-                   by_op.at(name).second, ms, total > 0 ? 100 * ms / total : 0.0);
-    if (profile_steps()) {
-      for (size_t k = 0; k < steps_.size(); ++k) {
-        std::string shape;
-        if (!plans_.empty() && !plans_.back()->steps[k].metas.empty())
-          shape = lathe::detail::str(plans_.back()->steps[k].metas[0].sizes);
-        std::fprintf(stderr, "[lathe.profile]   step %3zu %-28s %9.3f ms  %s  %s\n", k,
-                     steps_[k].name.c_str(),
-                     static_cast<double>(profile_ns_[k]) * 1e-6 / profile_calls_, shape.c_str(),
-                     steps_[k].attrs.to_string().c_str());
-      }
-    }
-    std::vector<std::pair<double, size_t>> slow;
-    for (size_t k = 0; k < steps_.size(); ++k)
-      slow.emplace_back(static_cast<double>(profile_ns_[k]) * 1e-6 / profile_calls_, k);
-    std::sort(slow.rbegin(), slow.rend());
-    for (size_t i = 0; i < std::min<size_t>(slow.size(), 12); ++i) {
-      const size_t k = slow[i].second;
-      std::string shape;
+      rows[k] = {steps_[k].op->name, steps_[k].name, "", steps_[k].attrs.to_string(),
+                 profile_ns_[k]};
       if (!plans_.empty() && !plans_.back()->steps[k].metas.empty())
-        shape = lathe::detail::str(plans_.back()->steps[k].metas[0].sizes);
-      std::fprintf(stderr, "[lathe.profile]   slowest %-28s %9.3f ms  %s\n", steps_[k].name.c_str(),
-                   slow[i].first, shape.c_str());
+        rows[k].shape = lathe::detail::str(plans_.back()->steps[k].metas[0].sizes);
     }
+    print_step_profile(rows, profile_calls_, profile_steps());
   }
 
   std::vector<Tensor> run_planned(Plan& plan, std::span<const Tensor> inputs) const {

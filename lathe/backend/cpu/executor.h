@@ -5,10 +5,11 @@
 // steps with the allocating kernels, as the interpreter does, and records what each produced:
 // output metadata, layout, and which outputs alias which buffers. From that it builds the plan
 // for the shape, cached: the shape rules' results, symbols substituted into attributes, and one
-// arena holding every intermediate that an op with an out kernel (CpuKernelInfo::out_kernel, kernel_table.h) produces,
-// placed by liveness (buffers whose lifetimes do not overlap share memory; a pointwise op whose
-// same-layout input dies there writes over it). Later calls run the list: out kernels write into
-// the arena, other ops allocate as in eager; no shape rule runs, no map is looked up.
+// arena holding every intermediate that an op with an out kernel (CpuKernelInfo::out_kernel,
+// kernel_table.h) produces, placed by liveness (buffers whose lifetimes do not overlap share
+// memory; a pointwise op whose same-layout input dies there writes over it). Later calls run the
+// list: out kernels write into the arena, other ops allocate as in eager; no shape rule runs, no
+// map is looked up.
 //
 // Graph outputs (and anything a graph output views) never live in the arena: they are
 // allocated per call, so a result handed out is never overwritten by a later call. Concurrent
