@@ -53,7 +53,7 @@ peer_ms() {  # script, model, threads
 }
 
 reason=$(build/lathe-bench --performance --inference --only squeezenet1_1 --backend eager --repeat 1 \
-         --warmup 0 2>&1 >/dev/null | grep -m1 ' threads: ' | sed 's/^\[lathe-bench\] //')
+         --warmup 0 2>&1 >/dev/null | awk '/ threads: / && !done {sub(/^\[lathe-bench\] /, ""); print; done = 1}')
 load="load: busy loop on core(s) $BUSY"
 [ "$IDLE" = 1 ] && load="idle (no load)"
 echo "Lathe $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(lscpu | sed -n 's/^Model name: *//p'), $ALL cores, $load, median of $REPEAT, $(date -u +%Y-%m-%d); Lathe's default: $reason"
