@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <atomic>
-#include <thread>
 
 #include "lathe/core/core_options.h"
 #include "lathe/core/cpu_share.h"
@@ -16,11 +15,6 @@ thread_local int t_override = 0;  // ScopedThreadCount's count on this thread, 0
 }  // namespace
 
 namespace detail {
-int hardware_threads() {
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw ? static_cast<int>(hw) : 1;
-}
-
 void apply_num_threads(int n) {
   omp_set_num_threads(n);
   g_threads.store(n, std::memory_order_relaxed);

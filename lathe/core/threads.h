@@ -34,8 +34,6 @@ class ScopedThreadCount {
 constexpr int64_t kParallelGrain = 32768;
 
 namespace detail {
-// The cores this machine has (at least 1).
-int hardware_threads();
 // Makes `n` (> 0) the thread count in effect, for OpenMP too (set_core_options uses it).
 void apply_num_threads(int n);
 }  // namespace detail
