@@ -415,14 +415,17 @@ def test_zoo_model_trains_like_eager(name):
     cfg = {"vit": dict(variant="vit_small_patch16_224", dim=32, depth=1, heads=2, img_size=32,
                        patch=8, classes=classes)}.get(name, {"num_classes": classes})
     model = ref_models.build(name, **cfg).train()
-    # resnet18 at 64x64 (layer4 at 2x2): at 32x32 its last BatchNorms normalize over 2 values,
-    # where f32 results (PyTorch's too) scatter by 1e-3 around f64.
-    size = 64 if name == "resnet18" else 32
+    # resnet18 at 64x64 and batch 4 (layer4 at 2x2, its BatchNorms over 16 values): at 32x32
+    # they normalize over 2 values, where f32 results (PyTorch's too) scatter by 1e-3 around f64;
+    # at batch 2, over 8 values, one ReLU input near zero whose sign f32 rounding flips moves a
+    # BatchNorm bias gradient by 10% (step 1 on oneDNN's AVX2 kernels; not on SSE4.1 or AVX-512).
+    size, batch = (64, 4) if name == "resnet18" else (32, 2)
     g = torch.Generator().manual_seed(6)
-    batches = [((torch.randn(2, 3, size, size, generator=g),),
-                torch.randint(0, classes, (2,), generator=g)) for _ in range(2)]
-    # PyTorch's f32 gradients of resnet18 at batch 2 differ from f64 by up to 20% (BatchNorm's
-    # backward over a few elements); Lathe's stay within 1e-4 of f64, so f64 is the reference.
+    batches = [((torch.randn(batch, 3, size, size, generator=g),),
+                torch.randint(0, classes, (batch,), generator=g)) for _ in range(2)]
+    # PyTorch's f32 gradients of resnet18 at batch 2 differ from f64 by up to 20% for some
+    # seeds (BatchNorm's backward over a few elements), so f64 is the reference; at batch 4 and
+    # this seed Lathe's stay within 2e-5 of it (oneDNN AVX2 and SSE4.1 kernels, 1 and 2 threads).
     rec = train_both(model, batches, F.cross_entropy, steps=2, lr=0.01, tol=2e-4,
                      ref_dtype=torch.float64)
     assert_trained_by_lathe(rec, 2)
