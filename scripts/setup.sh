@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 
 APT_PACKAGES=(cmake ninja-build g++ libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev
-              clang-format python3-venv python3-dev)
+              clang-format python3-venv python3-dev libgloo-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,6 +1,7 @@
 #include "lathe/ops/autograd.h"
 
 #include <algorithm>
+#include <atomic>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -205,6 +206,22 @@ struct Pending {
   int dependencies = 0;
 };
 
+// The callbacks queued by the backward() running on this thread (queue_callback).
+struct BackwardFrame {
+  std::vector<std::function<void()>> callbacks;
+  int64_t nodes_run = 0;
+};
+thread_local BackwardFrame* current_backward = nullptr;
+
+// The leaf's post-accumulate hooks, on its grad (copied first: a hook may remove itself).
+void run_leaf_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  AutogradMeta* meta = autograd_meta(*leaf);
+  if (!meta || meta->post_accumulate_hooks.empty() || !meta->grad.defined()) return;
+  const auto hooks = meta->post_accumulate_hooks;
+  const Tensor t(leaf);
+  for (const auto& [id, hook] : hooks) hook(t);
+}
+
 void add_into(std::vector<Tensor>& slots, int index, const Tensor& g) {
   if (static_cast<int>(slots.size()) <= index) slots.resize(index + 1);
   Tensor& slot = slots[index];
@@ -245,6 +262,28 @@ void output_gradients(const AutogradNode& node, const std::vector<Tensor>& grads
   }
 }
 
+// Every node reached from `stack`, counting for each the edges into it from other reached nodes
+// (pending) and for each leaf the edges into it (leaf_pending).
+std::vector<std::shared_ptr<AutogradNode>> reach_graph(
+    std::vector<std::shared_ptr<AutogradNode>> stack, std::unordered_set<AutogradNode*>& seen,
+    std::unordered_map<AutogradNode*, Pending>& pending,
+    std::unordered_map<TensorImpl*, int>& leaf_pending) {
+  std::vector<std::shared_ptr<AutogradNode>> all;
+  while (!stack.empty()) {
+    std::shared_ptr<AutogradNode> node = std::move(stack.back());
+    stack.pop_back();
+    pending[node.get()];
+    for (const auto& e : node->next) {
+      if (e.leaf) leaf_pending[e.leaf.get()]++;
+      if (!e.node) continue;
+      pending[e.node.get()].dependencies++;
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node);
+    }
+    all.push_back(std::move(node));
+  }
+  return all;
+}
+
 }  // namespace
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
@@ -253,6 +292,15 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
               " tensors and ", grads.size(), " gradients");
   // The vjps run without recording: double backward is not supported.
   NoGradGuard no_grad;
+  BackwardFrame frame;
+  BackwardFrame* const outer = current_backward;
+  current_backward = &frame;
+  struct Restore {
+    BackwardFrame* outer;
+    ~Restore() { current_backward = outer; }
+  } restore{outer};
+  // For every leaf reached, the edges into it not yet run: its hooks fire when none is left.
+  std::unordered_map<TensorImpl*, int> leaf_pending;
   std::unordered_map<AutogradNode*, Pending> pending;
   std::vector<std::shared_ptr<AutogradNode>> stack;
   std::unordered_set<AutogradNode*> seen;
@@ -263,6 +311,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     Tensor g = root_gradient(root, grads.empty() ? Tensor() : grads[r], r);
     if (is_leaf_impl(root.impl())) {
       accumulate_into_leaf(root.impl_ptr(), g);
+      run_leaf_hooks(root.impl_ptr());
       continue;
     }
     const AutogradMeta* meta = autograd_meta(root.impl());
@@ -270,19 +319,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     root_grads.push_back(g);
     if (seen.insert(meta->grad_fn.get()).second) stack.push_back(meta->grad_fn);
   }
-  // Count, for every node reached, the edges into it from other reached nodes.
-  std::vector<std::shared_ptr<AutogradNode>> all;
-  while (!stack.empty()) {
-    std::shared_ptr<AutogradNode> node = std::move(stack.back());
-    stack.pop_back();
-    pending[node.get()];
-    for (const auto& e : node->next) {
-      if (!e.node) continue;
-      pending[e.node.get()].dependencies++;
-      if (seen.insert(e.node.get()).second) stack.push_back(e.node);
-    }
-    all.push_back(std::move(node));
-  }
+  const std::vector<std::shared_ptr<AutogradNode>> all =
+      reach_graph(std::move(stack), seen, pending, leaf_pending);
   for (size_t r = 0; r < root_edges.size(); ++r)
     add_into(pending[root_edges[r].first.get()].grads, root_edges[r].second, root_grads[r]);
 
@@ -299,6 +337,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   while (!ready.empty()) {
     std::shared_ptr<AutogradNode> node = ready.top();
     ready.pop();
+    ++frame.nodes_run;  // counted before its vjp: its hooks see it as run
     if (node->released) throw_freed(*node);
     check_versions(*node);
     Pending& p = pending[node.get()];
@@ -330,6 +369,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     // Dependencies drop after the gradients are in, also for edges that carried none.
     for (size_t i = 0; i < node->next.size(); ++i) {
       const auto& e = node->next[i];
+      if (e.leaf && --leaf_pending[e.leaf.get()] == 0) run_leaf_hooks(e.leaf);
       if (!e.node) continue;
       if (--pending[e.node.get()].dependencies == 0) ready.push(e.node);
     }
@@ -340,7 +380,46 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
     pending.erase(node.get());
   }
+  // The queued callbacks, in order (one may queue more).
+  for (size_t i = 0; i < frame.callbacks.size(); ++i) {
+    std::function<void()> fn = std::move(frame.callbacks[i]);
+    fn();
+  }
 }
+
+int64_t register_post_accumulate_grad_hook(const Tensor& leaf,
+                                           std::function<void(const Tensor&)> hook) {
+  LATHE_CHECK(leaf.defined() && is_leaf_impl(leaf.impl()),
+              "[autograd] register_post_accumulate_grad_hook: the tensor is not a leaf (hooks "
+              "run when a leaf's .grad is complete; register it on a parameter)");
+  LATHE_CHECK(leaf.requires_grad(),
+              "[autograd] register_post_accumulate_grad_hook: the tensor does not require grad");
+  static std::atomic<int64_t> next_id{1};
+  if (!autograd_meta(leaf.impl()))
+    leaf.impl().extension(TensorSlot::autograd) = std::make_shared<AutogradMeta>();
+  const int64_t id = next_id++;
+  autograd_meta(leaf.impl())->post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void remove_post_accumulate_grad_hook(const Tensor& leaf, int64_t id) {
+  AutogradMeta* meta = leaf.defined() ? autograd_meta(leaf.impl()) : nullptr;
+  if (!meta) return;
+  auto& hooks = meta->post_accumulate_hooks;
+  hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
+                             [id](const auto& h) { return h.first == id; }),
+              hooks.end());
+}
+
+void queue_callback(std::function<void()> fn) {
+  LATHE_CHECK(current_backward != nullptr,
+              "[autograd] queue_callback called outside a backward (call it from a hook)");
+  current_backward->callbacks.push_back(std::move(fn));
+}
+
+bool in_backward() { return current_backward != nullptr; }
+
+int64_t nodes_run_in_backward() { return current_backward ? current_backward->nodes_run : 0; }
 
 }  // namespace autograd
 

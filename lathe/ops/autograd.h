@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -24,6 +25,9 @@ struct AutogradMeta : TensorExtension {
   std::shared_ptr<AutogradNode> grad_fn;  // the node that produced this tensor (non-leaves)
   int output_nr = 0;                      // which output of grad_fn this tensor is
   bool is_view = false;                   // produced by a view op (in-place writes refused)
+  // Called by backward() once the leaf's gradient for that backward is complete (every node
+  // that contributes to it has run), as PyTorch's register_post_accumulate_grad_hook; by id.
+  std::vector<std::pair<int64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
 };
 
 // The tensor's autograd state, or null when autograd never touched it.
@@ -62,6 +66,24 @@ namespace autograd {
 // roots). Without retain_graph the saved values of every node reached are freed.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {},
               bool retain_graph = false);
+
+// Registers `hook` on a leaf tensor (one that requires grad): backward() calls it with the leaf
+// once the leaf's .grad holds every contribution of that backward, while the rest of the
+// backward may still have to run (DistributedDataParallel starts a bucket's all-reduce from it),
+// as PyTorch's register_post_accumulate_grad_hook. Returns an id for the remove function.
+int64_t register_post_accumulate_grad_hook(const Tensor& leaf,
+                                           std::function<void(const Tensor&)> hook);
+void remove_post_accumulate_grad_hook(const Tensor& leaf, int64_t id);
+
+// Queues `fn` to run when the backward() running on this thread has processed every node
+// (before backward() returns), as PyTorch's Variable._execution_engine.queue_callback. Only
+// callable from within a backward (a hook or a vjp); callbacks queued by callbacks run too.
+void queue_callback(std::function<void()> fn);
+// True on a thread that is running backward().
+bool in_backward();
+// The nodes the backward running on this thread has started so far (0 outside a backward): a
+// hook that reads it can tell whether any of the backward was left when it fired.
+int64_t nodes_run_in_backward();
 
 }  // namespace autograd
 
