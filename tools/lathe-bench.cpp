@@ -29,6 +29,11 @@
 // ("compile:bf16", "compile@cpu:bf16") does so on its own, to time f32 and bf16 side by side.
 // Progress goes to stderr, one line per model. See docs/benchmarks.md. The modes' earlier names
 // trace_everytime (lazy) and trace_once[@B] (compile[@B]) are accepted as aliases.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -91,6 +96,7 @@ struct Args {
   int repeat = 30;
   int warmup = 3;
   int threads = 0;  // 0: leave lathe's default
+  int ddp = 0;      // --ddp N: the training step data-parallel on N local ranks
   double tolerance = 1e-4;
   // --precision: the compile backends' CompileOptions::precision (eager and lazy compute in f32).
   DType precision = DType::f32;
@@ -106,6 +112,7 @@ struct Args {
         "                   [--trace-on-lazy] [--randomize-input] [--batch-size N] [--repeat N]\n"
         "                   [--warmup N] [--threads N] [--tolerance X] [--csv FILE]\n"
         "                   [--image-size N] [--seq-len N] [--blocked] [--precision f32|bf16]\n"
+        "                   [--ddp N]  (with --training: data-parallel on N local ranks)\n"
         "models:";
   for (const auto& n : lathe::models::model_names()) os << " " << n;
   os << "\n";
@@ -196,6 +203,8 @@ Args parse(int argc, char** argv) {
       a.warmup = static_cast<int>(parse_int(f, v, 0));
     } else if (f == "--threads") {
       a.threads = static_cast<int>(parse_int(f, v, 1));
+    } else if (f == "--ddp") {
+      a.ddp = static_cast<int>(parse_int(f, v, 1));
     } else if (f == "--tolerance") {
       if (v == nullptr) usage("--tolerance needs a value");
       char* end = nullptr;
@@ -216,6 +225,8 @@ Args parse(int argc, char** argv) {
   if (a.image_size > 0 && !a.training) usage("--image-size applies to --training only");
   if (a.seq_len > 0 && !a.training) usage("--seq-len applies to --training only");
   if (a.training && a.trace_on_lazy) usage("--trace-on-lazy does not apply to --training");
+  if (a.ddp > 0 && (!a.training || a.accuracy))
+    usage("--ddp applies to --performance --training only");
   // The baseline always runs: eager, or lazy (model and inputs on the lazy device).
   const std::string base = a.trace_on_lazy ? "lazy" : "eager";
   auto it = std::find(a.backends.begin(), a.backends.end(), base);
@@ -673,8 +684,41 @@ int run_accuracy(const Args& a, const std::vector<std::string>& names) {
 
 }  // namespace
 
+// --ddp N without RANK set: starts N ranks of this same command through lathe-run (beside this
+// program), on a free localhost port; each rank sees RANK and runs run_training_ddp.
+int launch_ddp_ranks(int n, int argc, char** argv) {
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    std::cerr << "lathe-bench: cannot find its own path to start the ranks\n";
+    return 1;
+  }
+  self[len] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/'));
+  const std::string run = dir + "/lathe-run";
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof addr;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen);
+  ::close(fd);
+  std::vector<std::string> args{run, "--nproc-per-node", std::to_string(n), "--master-port",
+                                std::to_string(ntohs(addr.sin_port)), self};
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<char*> cargs;
+  for (auto& s : args) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+  ::execv(run.c_str(), cargs.data());
+  std::cerr << "lathe-bench: cannot run " << run << " (build the lathe-run target)\n";
+  return 1;
+}
+
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
+  if (a.ddp > 0 && std::getenv("RANK") == nullptr) return launch_ddp_ranks(a.ddp, argc, argv);
   if (a.threads > 0) lathe::set_num_threads(a.threads);
   std::vector<std::string> names = lathe::models::model_names();
   if (!a.only.empty()) names = {a.only};
@@ -704,6 +748,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     try {
+      if (a.ddp > 0) return lathe_bench::run_training_ddp(o, names);
       return a.accuracy ? lathe_bench::run_training_accuracy(o, names)
                         : lathe_bench::run_training_performance(o, names);
     } catch (const lathe::Error& e) {

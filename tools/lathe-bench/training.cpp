@@ -15,6 +15,7 @@
 #include "lathe/core/grad_mode.h"
 #include "lathe/core/random.h"
 #include "lathe/core/threads.h"
+#include "lathe/distributed/ddp.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/models/registry.h"
 #include "lathe/ops/autocast.h"
@@ -83,10 +84,12 @@ class SyntheticLoss {
     if (labels_.empty()) {
       lathe::Generator gen(1234);
       for (const Tensor& out : outputs) {
-        const int64_t classes = out.shape().back();
-        // On the outputs' device (the lazy device when the model trains there).
-        labels_.push_back(
-            lathe::randint(0, classes, {out.numel() / classes}, DType::i64, &gen).to(out.device()));
+        const int64_t classes = out.shape().back(), n = out.numel() / classes;
+        // On the outputs' device (the lazy device when the model trains there). A data-parallel
+        // rank draws the whole batch's labels and keeps its share (its rows of the batch).
+        Tensor all = lathe::randint(0, classes, {n * world_}, DType::i64, &gen);
+        if (world_ > 1) all = all.narrow(0, rank_ * n, n).contiguous();
+        labels_.push_back(all.to(out.device()));
       }
     }
     Tensor loss;
@@ -102,9 +105,15 @@ class SyntheticLoss {
   }
 
   bool has_labels() const { return !labels_.empty(); }
+  // This process trains rows [rank * b, (rank + 1) * b) of a batch of world * b.
+  void shard(int rank, int world) {
+    rank_ = rank;
+    world_ = world;
+  }
 
  private:
   std::vector<Tensor> labels_;
+  int rank_ = 0, world_ = 1;
 };
 
 // A model set up for training: train mode, parameters requiring grad, SGD with momentum.
@@ -542,6 +551,112 @@ int run_training_accuracy(const TrainingOptions& o, const std::vector<std::strin
     std::cout << "\n" << failures << " failure(s)\n";
     return 1;
   }
+  return 0;
+}
+
+// ---- --training --ddp N: one rank of a data-parallel step (started by lathe-run) ----
+
+namespace {
+
+// Median ms of `repeat` steps after `warmup`.
+double time_steps(const StepFn& step, const std::vector<Tensor>& in, int warmup, int repeat) {
+  for (int i = 0; i < warmup; ++i) step(in);
+  std::vector<double> ms;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = Clock::now();
+    step(in);
+    ms.push_back(seconds_since(t0) * 1e3);
+  }
+  return median(ms);
+}
+
+// The gradients' difference at the model's scale: max |got - ref| over every gradient, divided
+// by max |ref| over every gradient (per tensor, a gradient that is zero by structure, as bert's
+// attention key bias, would make any rounding look like a 100% error).
+double gradient_difference(const std::map<std::string, Tensor>& got,
+                           const std::map<std::string, Tensor>& ref) {
+  double diff = 0, scale = 0;
+  for (const auto& [key, r] : ref) {
+    if (key.size() < 5 || key.compare(key.size() - 5, 5, ".grad") != 0) continue;
+    auto it = got.find(key);
+    diff = std::max(diff, it == got.end() ? INFINITY : max_abs_diff(it->second, r));
+    scale = std::max(scale, max_abs(r));
+  }
+  return diff == 0 ? 0 : scale > 0 ? diff / scale : INFINITY;
+}
+
+}  // namespace
+
+int run_training_ddp(const TrainingOptions& o, const std::vector<std::string>& names) {
+  auto group = lathe::distributed::init_process_group();
+  const int rank = group->rank(), world = group->size();
+  if (o.batch % world != 0) {
+    std::cerr << "lathe-bench: --batch-size " << o.batch << " does not split over " << world
+              << " ranks\n";
+    return 2;
+  }
+  TrainingOptions local = o;
+  local.batch = o.batch / world;
+  std::ostringstream md;
+  md << "| model | backend | 1 process ms | " << world << " ranks ms | speedup | "
+     << "grad diff after 1 step | buckets (overlapping the backward) |\n"
+     << "| --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const std::string& name : names) {
+    for (const std::string& b : o.backends) {
+      std::string why;
+      if (!backend_trains(b, &why) || backend_device(b).kind() != lathe::DeviceKind::cpu) {
+        if (rank == 0) md << "| " << name << " | " << b << " | n/a (no data-parallel step) |\n";
+        continue;
+      }
+      const std::vector<Tensor> full = make_inputs(name, o, DType::f32);
+      std::vector<Tensor> mine;
+      for (const Tensor& t : full) mine.push_back(t.narrow(0, rank * local.batch, local.batch));
+      // One process on the whole batch, with the threads of all the ranks (rank 0; the others
+      // wait): the step the data-parallel one replaces, and its parameters after one step.
+      std::map<std::string, Tensor> ref;
+      double single_ms = NAN;
+      if (rank == 0) {
+        const int threads = lathe::num_threads();
+        lathe::set_num_threads(threads * world);
+        auto m = make_training_model(name, o, DType::f32, true);
+        StepFn step = make_backend_step(b, *m);
+        ref = one_step_state(*m, step, full);
+        single_ms = time_steps(step, full, o.warmup, o.repeat);
+        lathe::set_num_threads(threads);
+      }
+      group->barrier()->wait();
+      auto m = make_training_model(name, local, DType::f32, true);
+      m->loss.shard(rank, world);
+      lathe::distributed::DistributedDataParallel ddp(m->spec->module, group);
+      StepFn inner = make_backend_step(b, *m);
+      StepFn step = [&ddp, inner](const std::vector<Tensor>& in) {
+        ddp.sync_buffers();
+        inner(in);
+      };
+      const std::map<std::string, Tensor> got = one_step_state(*m, step, mine);
+      const double ddp_ms = time_steps(step, mine, o.warmup, o.repeat);
+      group->barrier()->wait();
+      if (rank != 0) continue;
+      char buf[320];
+      const auto& st = ddp.stats();
+      std::snprintf(buf, sizeof buf, "| %s | %s | %.1f | %.1f | %.2fx | %.2g | %zu (%lld of %lld) |\n",
+                    name.c_str(), b.c_str(), single_ms, ddp_ms, single_ms / ddp_ms,
+                    gradient_difference(got, ref), ddp.bucket_names().size(),
+                    static_cast<long long>(st.buckets_started_during_backward),
+                    static_cast<long long>(st.buckets_started));
+      md << buf;
+      std::cerr << "[lathe-bench] " << name << " " << b << " ddp: " << buf;
+    }
+  }
+  if (rank == 0)
+    std::cout << "lathe-bench --performance --training --ddp " << world << ", batch " << o.batch
+              << " (" << local.batch << " per rank), " << lathe::num_threads()
+              << " thread(s) per rank, median of " << o.repeat
+              << " steps; 1 process: the whole batch with the threads of all ranks; grad diff: max "
+                 "|ddp - 1 process| over all gradients of the first step / max |1 process "
+                 "gradient| (dropout off; BatchNorm normalizes each rank's share, so CNNs "
+                 "differ by more than rounding)\n\n"
+              << md.str();
   return 0;
 }
 

@@ -28,5 +28,8 @@ struct TrainingOptions {
 int run_training_performance(const TrainingOptions& o, const std::vector<std::string>& models);
 // Prints pass / FAIL per model and backend; returns 1 on any failure.
 int run_training_accuracy(const TrainingOptions& o, const std::vector<std::string>& models);
+// One rank of --training --ddp N (RANK / WORLD_SIZE set by lathe-run): the data-parallel step on
+// this rank's share of the batch against one process on the whole batch; rank 0 prints the table.
+int run_training_ddp(const TrainingOptions& o, const std::vector<std::string>& models);
 
 }  // namespace lathe_bench
