@@ -90,11 +90,12 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     schedule.step();
     if (rank == 0) {
-      std::printf("epoch %d/%d  loss %.4f (rank 0's share)  test accuracy %.3f  %.2f s  "
-                  "(%lld bucket all-reduces, %lld overlapping the backward)\n",
-                  epoch, epochs, total / steps, accuracy(*model, test), seconds,
-                  static_cast<long long>(ddp.stats().buckets_started),
-                  static_cast<long long>(ddp.stats().buckets_started_during_backward));
+      std::printf(
+          "epoch %d/%d  loss %.4f (rank 0's share)  test accuracy %.3f  %.2f s  "
+          "(%lld bucket all-reduces, %lld overlapping the backward)\n",
+          epoch, epochs, total / steps, accuracy(*model, test), seconds,
+          static_cast<long long>(ddp.stats().buckets_started),
+          static_cast<long long>(ddp.stats().buckets_started_during_backward));
       std::fflush(stdout);
     }
   }

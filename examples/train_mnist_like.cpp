@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/digits.h"
 #include "lathe/core/grad_mode.h"
 #include "lathe/core/random.h"
 #include "lathe/nn/layers.h"
@@ -20,7 +21,6 @@
 #include "lathe/optim/lr_scheduler.h"
 #include "lathe/optim/optimizer.h"
 #include "lathe/trace/compile.h"
-#include "examples/digits.h"
 
 using namespace lathe;
 using namespace lathe::examples::digits;

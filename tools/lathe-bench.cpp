@@ -705,8 +705,12 @@ int launch_ddp_ranks(int n, int argc, char** argv) {
   ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen);
   ::close(fd);
-  std::vector<std::string> args{run, "--nproc-per-node", std::to_string(n), "--master-port",
-                                std::to_string(ntohs(addr.sin_port)), self};
+  std::vector<std::string> args{run,
+                                "--nproc-per-node",
+                                std::to_string(n),
+                                "--master-port",
+                                std::to_string(ntohs(addr.sin_port)),
+                                self};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   std::vector<char*> cargs;
   for (auto& s : args) cargs.push_back(s.data());

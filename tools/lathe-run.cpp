@@ -53,11 +53,13 @@ int cores() {
 
 std::string describe(int status) {
   char buf[64];
-  if (WIFEXITED(status)) std::snprintf(buf, sizeof buf, "exited with code %d", WEXITSTATUS(status));
+  if (WIFEXITED(status))
+    std::snprintf(buf, sizeof buf, "exited with code %d", WEXITSTATUS(status));
   else if (WIFSIGNALED(status))
     std::snprintf(buf, sizeof buf, "was killed by signal %d (%s)", WTERMSIG(status),
                   strsignal(WTERMSIG(status)));
-  else std::snprintf(buf, sizeof buf, "ended with status %d", status);
+  else
+    std::snprintf(buf, sizeof buf, "ended with status %d", status);
   return buf;
 }
 
@@ -80,12 +82,18 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) return usage(("missing the value of " + a).c_str());
     const char* v = argv[++i];
     bool ok = true;
-    if (a == "--nproc-per-node") ok = parse_int(v, 1, 4096, &nproc);
-    else if (a == "--nnodes") ok = parse_int(v, 1, 1 << 16, &nnodes);
-    else if (a == "--node-rank") ok = parse_int(v, 0, 1 << 16, &node_rank);
-    else if (a == "--master-port") ok = parse_int(v, 1, 65535, &port);
-    else if (a == "--master-addr") addr = v;
-    else return usage(("unknown option " + a).c_str());
+    if (a == "--nproc-per-node")
+      ok = parse_int(v, 1, 4096, &nproc);
+    else if (a == "--nnodes")
+      ok = parse_int(v, 1, 1 << 16, &nnodes);
+    else if (a == "--node-rank")
+      ok = parse_int(v, 0, 1 << 16, &node_rank);
+    else if (a == "--master-port")
+      ok = parse_int(v, 1, 65535, &port);
+    else if (a == "--master-addr")
+      addr = v;
+    else
+      return usage(("unknown option " + a).c_str());
     if (!ok) return usage(("bad value for " + a + ": " + v).c_str());
   }
   if (nproc == 0) return usage("--nproc-per-node is required");

@@ -38,8 +38,8 @@ void broadcast_from_rank0(ProcessGroup& g, const std::vector<Tensor>& ts) {
 }  // namespace
 
 struct DistributedDataParallel::Bucket {
-  std::vector<size_t> params;   // indices into params_
-  std::vector<int64_t> offsets; // element offset of each in flat
+  std::vector<size_t> params;    // indices into params_
+  std::vector<int64_t> offsets;  // element offset of each in flat
   DType dtype = DType::f32;
   int64_t numel = 0;
   size_t pending = 0;  // parameters whose gradient is not in yet (this backward)
@@ -99,10 +99,10 @@ void DistributedDataParallel::check_replicas() {
     const int64_t* a = &v[0];
     const int64_t* b = &v[4 * r];
     if (a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3]) continue;
-    diff += str("; rank ", r, " holds ", b[0], " parameters (", b[1], " elements) and ", b[2],
-                " buffers, rank 0 holds ", a[0], " (", a[1], " elements) and ", a[2],
-                a[0] == b[0] && a[1] == b[1] && a[2] == b[2] ? " (names, shapes or dtypes differ)"
-                                                             : "");
+    diff += str(
+        "; rank ", r, " holds ", b[0], " parameters (", b[1], " elements) and ", b[2],
+        " buffers, rank 0 holds ", a[0], " (", a[1], " elements) and ", a[2],
+        a[0] == b[0] && a[1] == b[1] && a[2] == b[2] ? " (names, shapes or dtypes differ)" : "");
   }
   LATHE_CHECK(diff.empty(), "[DistributedDataParallel] the ranks hold different models", diff,
               ". Build the same model on every rank");

@@ -33,8 +33,8 @@ ProcessGroupOptions ProcessGroupOptions::from_env() {
               " is set, the other is not); start the ranks with lathe-run or torchrun");
   o.world_size = static_cast<int>(env_int("WORLD_SIZE", 1, 1, 1 << 20));
   o.rank = static_cast<int>(env_int("RANK", 0, 0, 1 << 20));
-  LATHE_CHECK(o.rank < o.world_size, "[distributed] RANK=", o.rank, " is not below WORLD_SIZE=",
-              o.world_size);
+  LATHE_CHECK(o.rank < o.world_size, "[distributed] RANK=", o.rank,
+              " is not below WORLD_SIZE=", o.world_size);
   o.local_rank = static_cast<int>(env_int("LOCAL_RANK", 0, 0, 1 << 20));
   if (const char* a = env("MASTER_ADDR")) o.master_addr = a;
   o.master_port = static_cast<int>(env_int("MASTER_PORT", o.master_port, 1, 65535));
@@ -45,10 +45,10 @@ ProcessGroupOptions ProcessGroupOptions::from_env() {
 }
 
 std::string ProcessGroupOptions::to_string() const {
-  return detail::str("rank ", rank, " of ", world_size, ", ",
-                     init_dir.empty() ? detail::str("tcp ", master_addr, ":", master_port)
-                                      : "folder " + init_dir,
-                     ", timeout ", timeout.count() / 1000.0, " s");
+  return detail::str(
+      "rank ", rank, " of ", world_size, ", ",
+      init_dir.empty() ? detail::str("tcp ", master_addr, ":", master_port) : "folder " + init_dir,
+      ", timeout ", timeout.count() / 1000.0, " s");
 }
 
 }  // namespace lathe::distributed

@@ -1,7 +1,5 @@
 #include "lathe/distributed/process_group.h"
 
-#include <unistd.h>
-
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -11,6 +9,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -55,7 +54,8 @@ void reduce_sum(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, uint
                 std::chrono::milliseconds timeout) {
   gloo::AllreduceOptions o(ctx);
   o.setOutput(static_cast<T*>(t.raw_data()), static_cast<size_t>(t.numel()));
-  o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>));
+  o.setReduceFunction(
+      static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>));
   o.setTag(tag);
   o.setTimeout(timeout);
   gloo::allreduce(o);
@@ -101,8 +101,8 @@ void Work::finish(std::exception_ptr error) {
 
 ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : options_(options) {
   const ProcessGroupOptions& o = options_;
-  LATHE_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size,
-              "[distributed] rank ", o.rank, " is not in 0..", o.world_size - 1);
+  LATHE_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size, "[distributed] rank ",
+              o.rank, " is not in 0..", o.world_size - 1);
   std::shared_ptr<gloo::rendezvous::Store> store;
   if (!o.init_dir.empty()) {
     store = std::make_shared<gloo::rendezvous::FileStore>(o.init_dir);
@@ -176,18 +176,20 @@ void ProcessGroup::loop() {
     work->started_ = Clock::now();
     std::exception_ptr error;
     if (!failed.empty()) {
-      error = std::make_exception_ptr(Error(str(
-          "[distributed] rank ", rank(), ": ", work->what(),
-          " refused: an earlier collective on this process group failed: ", failed)));
+      error = std::make_exception_ptr(
+          Error(str("[distributed] rank ", rank(), ": ", work->what(),
+                    " refused: an earlier collective on this process group failed: ", failed)));
     } else {
       try {
         run(tag);
       } catch (const std::exception& e) {
-        const std::string msg = str(
-            "[distributed] rank ", rank(), " of ", size(), ": ", work->what(), " failed: ",
-            e.what(), ". Another rank died or stopped calling collectives (each collective waits "
-            "at most ", options_.timeout.count() / 1000.0,
-            " s: LATHE_DIST_TIMEOUT); every rank must issue the same collectives in order");
+        const std::string msg =
+            str("[distributed] rank ", rank(), " of ", size(), ": ", work->what(),
+                " failed: ", e.what(),
+                ". Another rank died or stopped calling collectives (each collective waits "
+                "at most ",
+                options_.timeout.count() / 1000.0,
+                " s: LATHE_DIST_TIMEOUT); every rank must issue the same collectives in order");
         {
           std::lock_guard<std::mutex> lock(mu_);
           if (failed_.empty()) failed_ = str(work->what(), ": ", e.what());
@@ -224,14 +226,24 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(std::vector<Tensor> tensors, Redu
     for (const Tensor& t : tensors) {
       if (t.numel() == 0) continue;
       switch (t.dtype()) {
-        case DType::f32: reduce_sum<float>(ctx, t, tag, timeout); break;
-        case DType::f64: reduce_sum<double>(ctx, t, tag, timeout); break;
-        case DType::i32: reduce_sum<int32_t>(ctx, t, tag, timeout); break;
-        default: reduce_sum<int64_t>(ctx, t, tag, timeout); break;
+        case DType::f32:
+          reduce_sum<float>(ctx, t, tag, timeout);
+          break;
+        case DType::f64:
+          reduce_sum<double>(ctx, t, tag, timeout);
+          break;
+        case DType::i32:
+          reduce_sum<int32_t>(ctx, t, tag, timeout);
+          break;
+        default:
+          reduce_sum<int64_t>(ctx, t, tag, timeout);
+          break;
       }
       if (op == ReduceOp::average && n > 1) {
-        if (t.dtype() == DType::f32) divide<float>(t, n);
-        else divide<double>(t, n);
+        if (t.dtype() == DType::f32)
+          divide<float>(t, n);
+        else
+          divide<double>(t, n);
       }
       t.bump_version();
     }
@@ -316,8 +328,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const ProcessGroupOptions& opti
 
 std::shared_ptr<ProcessGroup> default_process_group() {
   std::lock_guard<std::mutex> lock(default_mu);
-  LATHE_CHECK(default_group != nullptr,
-              "[distributed] no process group: call lathe::distributed::init_process_group() first");
+  LATHE_CHECK(
+      default_group != nullptr,
+      "[distributed] no process group: call lathe::distributed::init_process_group() first");
   return default_group;
 }
 

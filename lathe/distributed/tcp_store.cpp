@@ -67,8 +67,7 @@ struct Buffer {
 // Reads a length-prefixed blob (a length over 1 GiB is a protocol error).
 bool read_blob(int fd, std::vector<char>& out, Clock::time_point deadline) {
   uint32_t n = 0;
-  if (!io_all(fd, reinterpret_cast<char*>(&n), 4, false, deadline) || n > (1u << 30))
-    return false;
+  if (!io_all(fd, reinterpret_cast<char*>(&n), 4, false, deadline) || n > (1u << 30)) return false;
   out.resize(n);
   return io_all(fd, out.data(), n, false, deadline);
 }
@@ -82,7 +81,8 @@ class TcpStoreServer {
     listen_fd_ = ::socket(AF_INET6, SOCK_STREAM, 0);
     bool v6 = listen_fd_ >= 0;
     if (!v6) listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    LATHE_CHECK(listen_fd_ >= 0, "[distributed] TCP store: socket() failed: ", std::strerror(errno));
+    LATHE_CHECK(listen_fd_ >= 0,
+                "[distributed] TCP store: socket() failed: ", std::strerror(errno));
     const int one = 1, zero = 0;
     ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     int rc;
@@ -284,11 +284,14 @@ void TcpStore::set(const std::string& key, const std::vector<char>& data) {
   request(kSet, {key}, data, timeout_);
 }
 
-std::vector<char> TcpStore::get(const std::string& key) { return request(kGet, {key}, {}, timeout_); }
+std::vector<char> TcpStore::get(const std::string& key) {
+  return request(kGet, {key}, {}, timeout_);
+}
 
 void TcpStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
-void TcpStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+void TcpStore::wait(const std::vector<std::string>& keys,
+                    const std::chrono::milliseconds& timeout) {
   request(kWait, keys, {}, timeout);
 }
 

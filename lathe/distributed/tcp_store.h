@@ -4,12 +4,12 @@
 // the ranks agree before the first collective. Debian's Gloo has file, hash and Redis stores,
 // no TCP one; this is that store, behind Gloo's Store interface.
 #pragma once
+#include <gloo/rendezvous/store.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gloo/rendezvous/store.h>
 
 namespace lathe::distributed {
 
@@ -29,7 +29,8 @@ class TcpStore : public gloo::rendezvous::Store {
   // Blocks until the key is set (up to the timeout).
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
   // Adds `delta` to the integer stored at key (0 when unset) and returns the new value.
   int64_t add(const std::string& key, int64_t delta);
 

@@ -406,9 +406,9 @@ void remove_post_accumulate_grad_hook(const Tensor& leaf, int64_t id) {
   AutogradMeta* meta = leaf.defined() ? autograd_meta(leaf.impl()) : nullptr;
   if (!meta) return;
   auto& hooks = meta->post_accumulate_hooks;
-  hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
-                             [id](const auto& h) { return h.first == id; }),
-              hooks.end());
+  hooks.erase(
+      std::remove_if(hooks.begin(), hooks.end(), [id](const auto& h) { return h.first == id; }),
+      hooks.end());
 }
 
 void queue_callback(std::function<void()> fn) {

@@ -16,9 +16,8 @@ TEST(GradHooks, FireOnceAfterEveryContributionOfTheBackward) {
   Tensor w = from_vector<float>({2.0f}, {1});
   w.set_requires_grad(true);
   std::vector<double> seen;
-  autograd::register_post_accumulate_grad_hook(w, [&](const Tensor& t) {
-    seen.push_back(t.grad().item());
-  });
+  autograd::register_post_accumulate_grad_hook(
+      w, [&](const Tensor& t) { seen.push_back(t.grad().item()); });
   // w is used twice: d(w*3 + w*w)/dw = 3 + 2w = 7; the hook sees the complete gradient once.
   Tensor y = add(mul(w, 3.0), mul(w, w));
   sum(y).backward();
@@ -55,7 +54,8 @@ TEST(GradHooks, RemovedHooksDoNotFireAndMisuseIsAnError) {
   Tensor w = from_vector<float>({1.0f}, {1});
   w.set_requires_grad(true);
   int calls = 0;
-  const int64_t id = autograd::register_post_accumulate_grad_hook(w, [&](const Tensor&) { ++calls; });
+  const int64_t id =
+      autograd::register_post_accumulate_grad_hook(w, [&](const Tensor&) { ++calls; });
   autograd::remove_post_accumulate_grad_hook(w, id);
   sum(mul(w, 2.0)).backward();
   EXPECT_EQ(calls, 0);

@@ -2,6 +2,7 @@
 // lathe_dist_worker (tests/distributed/worker/) started as 2-4 ranks for the collectives, DDP's
 // equivalence with one process, a mismatched model, a killed and a stuck rank, and lathe-run.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,8 +19,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "lathe/base/error.h"
 #include "lathe/distributed/dist_options.h"
@@ -67,9 +66,9 @@ std::string slurp(const fs::path& p) {
 std::vector<Proc> run_all(const std::vector<std::vector<std::string>>& argvs,
                           const std::vector<std::map<std::string, std::string>>& envs,
                           double deadline_s) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("lathe_dist_" + std::to_string(::getpid()) + "_" +
-                        std::to_string(Clock::now().time_since_epoch().count()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("lathe_dist_" + std::to_string(::getpid()) + "_" +
+                                   std::to_string(Clock::now().time_since_epoch().count()));
   fs::create_directories(dir);
   std::vector<pid_t> pids;
   std::vector<Proc> out(argvs.size());
@@ -113,7 +112,8 @@ std::vector<Proc> run_all(const std::vector<std::vector<std::string>>& argvs,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  for (size_t i = 0; i < argvs.size(); ++i) out[i].output = slurp(dir / (std::to_string(i) + ".log"));
+  for (size_t i = 0; i < argvs.size(); ++i)
+    out[i].output = slurp(dir / (std::to_string(i) + ".log"));
   fs::remove_all(dir);
   return out;
 }
@@ -141,7 +141,8 @@ std::vector<Proc> run_ranks(int n, const std::vector<std::string>& args, double 
 
 std::string outputs(const std::vector<Proc>& ps) {
   std::string s;
-  for (size_t i = 0; i < ps.size(); ++i) s += "--- rank " + std::to_string(i) + ":\n" + ps[i].output;
+  for (size_t i = 0; i < ps.size(); ++i)
+    s += "--- rank " + std::to_string(i) + ":\n" + ps[i].output;
   return s;
 }
 
@@ -257,7 +258,8 @@ TEST(DistributedDataParallel, AllReducesStartBeforeTheBackwardEnds) {
   ASSERT_TRUE(ps[0].exited_ok()) << outputs(ps);
   const auto at = ps[0].output.find("started during backward ");
   ASSERT_NE(at, std::string::npos) << ps[0].output;
-  const long during = std::atol(ps[0].output.c_str() + at + std::strlen("started during backward "));
+  const long during =
+      std::atol(ps[0].output.c_str() + at + std::strlen("started during backward "));
   EXPECT_GT(during, 0) << ps[0].output;
   const auto bat = ps[0].output.find("bucket all-reduces ");
   const long total = std::atol(ps[0].output.c_str() + bat + std::strlen("bucket all-reduces "));

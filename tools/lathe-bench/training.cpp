@@ -639,9 +639,10 @@ int run_training_ddp(const TrainingOptions& o, const std::vector<std::string>& n
       if (rank != 0) continue;
       char buf[320];
       const auto& st = ddp.stats();
-      std::snprintf(buf, sizeof buf, "| %s | %s | %.1f | %.1f | %.2fx | %.2g | %zu (%lld of %lld) |\n",
-                    name.c_str(), b.c_str(), single_ms, ddp_ms, single_ms / ddp_ms,
-                    gradient_difference(got, ref), ddp.bucket_names().size(),
+      std::snprintf(buf, sizeof buf,
+                    "| %s | %s | %.1f | %.1f | %.2fx | %.2g | %zu (%lld of %lld) |\n", name.c_str(),
+                    b.c_str(), single_ms, ddp_ms, single_ms / ddp_ms, gradient_difference(got, ref),
+                    ddp.bucket_names().size(),
                     static_cast<long long>(st.buckets_started_during_backward),
                     static_cast<long long>(st.buckets_started));
       md << buf;

@@ -43,7 +43,8 @@ int collectives() {
   w2->wait();
   const double sum_r = n * (n - 1) / 2.0;
   const auto av = a.to_vector<float>();
-  if (!near(av[0], sum_r, 1e-5) || !near(av[1], 2 * sum_r + n, 1e-5) || !near(av[2], -3.0 * n, 1e-5))
+  if (!near(av[0], sum_r, 1e-5) || !near(av[1], 2 * sum_r + n, 1e-5) ||
+      !near(av[2], -3.0 * n, 1e-5))
     return fail("all_reduce sum f32");
   if (!near(b.item(), sum_r / n, 1e-12)) return fail("all_reduce average f64");
   if (c.item() != n * (n + 1) / 2) return fail("all_reduce sum i64");
@@ -89,13 +90,14 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind, nn::Mo
   return std::make_unique<optim::SGD>(m.parameters(), o);
 }
 
-// ddp MODE(eager|compile|unsynced) OPT(sgd|adam) ACCUM(1|2): N ranks on B/N each, several steps, against
-// one process on B (computed here too, on a second copy of the model).
+// ddp MODE(eager|compile|unsynced) OPT(sgd|adam) ACCUM(1|2): N ranks on B/N each, several steps,
+// against one process on B (computed here too, on a second copy of the model).
 int ddp(const std::string& mode, const std::string& opt_kind, int accum) {
   auto g = init_process_group();
   const int r = g->rank(), n = g->size();
   constexpr int kBatch = 12, kSteps = 4;
-  LATHE_CHECK(kBatch % (n * accum) == 0, "batch ", kBatch, " does not split over ", n, " x ", accum);
+  LATHE_CHECK(kBatch % (n * accum) == 0, "batch ", kBatch, " does not split over ", n, " x ",
+              accum);
   auto reference = make_model(false);
   auto replica = make_model(false);
   DistributedDataParallelOptions o;
@@ -105,8 +107,8 @@ int ddp(const std::string& mode, const std::string& opt_kind, int accum) {
   auto opt_ref = make_optimizer(opt_kind, *reference);
   auto opt = make_optimizer(opt_kind, *replica);
   nn::Module* m = replica.get();
-  CompiledFunction loss_of = compile(
-      [m](const std::vector<Tensor>& a) { return cross_entropy(m->forward(a[0]), a[1]); });
+  CompiledFunction loss_of =
+      compile([m](const std::vector<Tensor>& a) { return cross_entropy(m->forward(a[0]), a[1]); });
   Generator data(99);
   for (int step = 0; step < kSteps; ++step) {
     const Tensor x = randn({kBatch, 1, 6, 6}, DType::f32, &data);
@@ -142,12 +144,13 @@ int ddp(const std::string& mode, const std::string& opt_kind, int accum) {
       worst = std::max(worst, std::abs(a[k] - b[k]) / std::max(1.0, std::abs(a[k])));
   }
   const auto& s = model.stats();
-  std::printf("RESULT rank %d of %d %s %s accum %d: max param diff %.3g, buckets %zu, "
-              "backwards reduced %lld, bucket all-reduces %lld, started during backward %lld%s\n",
-              r, n, mode.c_str(), opt_kind.c_str(), accum, worst, model.bucket_names().size(),
-              static_cast<long long>(s.backwards), static_cast<long long>(s.buckets_started),
-              static_cast<long long>(s.buckets_started_during_backward),
-              mode == "compile" ? lathe::detail::str(", compiles ", loss_of.stats().compiles).c_str() : "");
+  std::printf(
+      "RESULT rank %d of %d %s %s accum %d: max param diff %.3g, buckets %zu, "
+      "backwards reduced %lld, bucket all-reduces %lld, started during backward %lld%s\n",
+      r, n, mode.c_str(), opt_kind.c_str(), accum, worst, model.bucket_names().size(),
+      static_cast<long long>(s.backwards), static_cast<long long>(s.buckets_started),
+      static_cast<long long>(s.buckets_started_during_backward),
+      mode == "compile" ? lathe::detail::str(", compiles ", loss_of.stats().compiles).c_str() : "");
   if (!(worst <= 2e-5)) return fail("parameters differ from the one-process run");
   if (s.backwards != kSteps) return fail("a backward did not reduce");
   std::printf("OK ddp\n");
@@ -192,7 +195,8 @@ int main(int argc, char** argv) {
     std::printf("ERROR %s\n", e.what());
     return 3;
   }
-  std::fprintf(stderr, "usage: lathe_dist_worker collectives|ddp MODE OPT ACCUM|mismatch|killed|"
-                       "stuck|exit RANK\n");
+  std::fprintf(stderr,
+               "usage: lathe_dist_worker collectives|ddp MODE OPT ACCUM|mismatch|killed|"
+               "stuck|exit RANK\n");
   return 2;
 }
