@@ -3,7 +3,10 @@
 // and the small CNN that learns them.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lathe/core/grad_mode.h"
@@ -100,6 +103,25 @@ inline double accuracy(nn::Module& model, const Dataset& data) {
   Tensor predicted = argmax(model.forward(data.images), 1);
   model.train();
   return mean(eq(predicted, data.labels).to(DType::f64)).item();
+}
+
+// The examples' command line, "[epochs] [--eager]": false (after printing the usage) when it
+// does not parse.
+struct Args {
+  int epochs;
+  bool eager = false;
+};
+inline bool parse_args(int argc, char** argv, const char* program, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--eager") {
+      a->eager = true;
+    } else if ((a->epochs = std::atoi(argv[i])) < 1) {
+      std::fprintf(stderr, "usage: %s [epochs >= 1] [--eager]\n", program);
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace lathe::examples::digits

@@ -23,17 +23,10 @@ using namespace lathe;
 using namespace lathe::examples::digits;
 
 int main(int argc, char** argv) {
-  int epochs = 4;
-  bool eager = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--eager") {
-      eager = true;
-    } else if ((epochs = std::atoi(argv[i])) < 1) {
-      std::fprintf(stderr, "usage: train_ddp [epochs >= 1] [--eager]\n");
-      return 2;
-    }
-  }
+  Args args{4};
+  if (!parse_args(argc, argv, "train_ddp", &args)) return 2;
+  const int epochs = args.epochs;
+  const bool eager = args.eager;
   auto group = distributed::init_process_group();
   const int rank = group->rank(), world = group->size();
   const int64_t batch = 64;

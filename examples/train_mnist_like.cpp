@@ -26,20 +26,10 @@ using namespace lathe;
 using namespace lathe::examples::digits;
 
 int main(int argc, char** argv) {
-  int epochs = 6;
-  bool eager = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--eager") {
-      eager = true;
-    } else {
-      epochs = std::atoi(argv[i]);
-      if (epochs < 1) {
-        std::fprintf(stderr, "usage: train_mnist_like [epochs >= 1] [--eager]\n");
-        return 2;
-      }
-    }
-  }
+  Args args{6};
+  if (!parse_args(argc, argv, "train_mnist_like", &args)) return 2;
+  const int epochs = args.epochs;
+  const bool eager = args.eager;
   const int64_t batch = 64;
   manual_seed(0);
   auto model = make_model();
