@@ -26,6 +26,7 @@ from ._C import (  # noqa: F401  (the public API)
 )
 from ._C import nn, io, models  # noqa: F401
 from ._C import cpu_options, set_cpu_options  # noqa: F401
+from . import distributed  # noqa: F401
 from ._autograd import autocast, enable_grad, no_grad  # noqa: F401
 from ._compile import compile, compile_options, metrics, set_compile_options  # noqa: F401
 from ._tensor import from_dlpack, from_numpy, tensor  # noqa: F401

@@ -19,7 +19,8 @@ void bind_cpu_options(nb::module_& m);  // cpu_options_bindings.cpp: lathe.cpu_o
 // autograd_bindings.cpp: Tensor.requires_grad/grad/backward, lathe.backward, grad mode (called by
 // bind_tensor with the Tensor class).
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& t);
-void bind_sym(nb::module_& m);  // sym_bindings.cpp: lathe.SymInt, mark_dynamic/mark_static
+void bind_sym(nb::module_& m);
+void bind_distributed(nb::module_& m);  // distributed_bindings.cpp: lathe.distributed  // sym_bindings.cpp: lathe.SymInt, mark_dynamic/mark_static
 
 // A tensor's sizes as Python ints; a symbolic size (inside lathe.compile) is specialized with a
 // guard, so code that reads it stays correct for the traced shapes.

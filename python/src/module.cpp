@@ -18,4 +18,5 @@ NB_MODULE(_C, m) {
   lathe::python::bind_nn(m);
   lathe::python::bind_compile(m);
   lathe::python::bind_cpu_options(m);
+  lathe::python::bind_distributed(m);
 }
