@@ -223,7 +223,8 @@ void DistributedDataParallel::finish_backward() {
     --buckets_[bucket_of_[i]]->pending;
   }
   if (!unused.empty()) {
-    // The other ranks wait for these buckets: start them with what is there, then fail.
+    // This rank starts no more buckets: the other ranks' all-reduces for them fail at the
+    // group's timeout, each with its own error.
     LATHE_CHECK(false, "[DistributedDataParallel] rank ", group_->rank(),
                 ": these parameters got no gradient in this backward: ", unused,
                 ". Every parameter that requires grad must take part in the loss, or set "

@@ -73,7 +73,6 @@ class DistributedDataParallel {
   // The switch no_sync() flips (for bindings that cannot hold the guard): false while gradients
   // should only accumulate.
   void set_sync(bool on) { sync_ = on; }
-  bool syncing() const { return sync_; }
 
   // The buckets, as lists of parameter names (bucket 0 first).
   std::vector<std::vector<std::string>> bucket_names() const;

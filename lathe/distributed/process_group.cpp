@@ -20,7 +20,6 @@ namespace lathe::distributed {
 namespace {
 
 using detail::str;
-using Clock = std::chrono::steady_clock;
 
 std::string megabytes(size_t bytes) {
   char buf[32];
@@ -90,7 +89,6 @@ bool Work::is_completed() const {
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    finished_ = Clock::now();
     error_ = std::move(error);
     done_ = true;
   }
@@ -173,7 +171,6 @@ void ProcessGroup::loop() {
       failed = failed_;
       tag = static_cast<uint32_t>(stats_.collectives++ & 0x7fffffff);
     }
-    work->started_ = Clock::now();
     std::exception_ptr error;
     if (!failed.empty()) {
       error = std::make_exception_ptr(

@@ -36,9 +36,6 @@ class Work {
   bool is_completed() const;
   // "all_reduce #12 (1 tensor, 4.0 MB f32)"
   const std::string& what() const { return what_; }
-  // When it started and ended on the communication thread (steady clock).
-  std::chrono::steady_clock::time_point started() const { return started_; }
-  std::chrono::steady_clock::time_point finished() const { return finished_; }
 
  private:
   friend class ProcessGroup;
@@ -48,7 +45,6 @@ class Work {
   bool done_ = false;
   std::exception_ptr error_;
   std::string what_;
-  std::chrono::steady_clock::time_point started_, finished_;
 };
 
 class ProcessGroup {

@@ -213,6 +213,21 @@ struct BackwardFrame {
 };
 thread_local BackwardFrame* current_backward = nullptr;
 
+// Makes `frame` this thread's current backward until the scope ends (backward may nest).
+struct BackwardFrameScope {
+  explicit BackwardFrameScope(BackwardFrame* frame) : outer(current_backward) {
+    current_backward = frame;
+  }
+  ~BackwardFrameScope() { current_backward = outer; }
+  BackwardFrame* outer;
+};
+
+// Only leaves with hooks are counted: a backward without any pays nothing for them.
+bool has_leaf_hooks(const TensorImpl& leaf) {
+  const AutogradMeta* meta = autograd_meta(leaf);
+  return meta && !meta->post_accumulate_hooks.empty();
+}
+
 // The leaf's post-accumulate hooks, on its grad (copied first: a hook may remove itself).
 void run_leaf_hooks(const std::shared_ptr<TensorImpl>& leaf) {
   AutogradMeta* meta = autograd_meta(*leaf);
@@ -274,7 +289,7 @@ std::vector<std::shared_ptr<AutogradNode>> reach_graph(
     stack.pop_back();
     pending[node.get()];
     for (const auto& e : node->next) {
-      if (e.leaf) leaf_pending[e.leaf.get()]++;
+      if (e.leaf && has_leaf_hooks(*e.leaf)) leaf_pending[e.leaf.get()]++;
       if (!e.node) continue;
       pending[e.node.get()].dependencies++;
       if (seen.insert(e.node.get()).second) stack.push_back(e.node);
@@ -293,12 +308,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   // The vjps run without recording: double backward is not supported.
   NoGradGuard no_grad;
   BackwardFrame frame;
-  BackwardFrame* const outer = current_backward;
-  current_backward = &frame;
-  struct Restore {
-    BackwardFrame* outer;
-    ~Restore() { current_backward = outer; }
-  } restore{outer};
+  const BackwardFrameScope scope(&frame);
   // For every leaf reached, the edges into it not yet run: its hooks fire when none is left.
   std::unordered_map<TensorImpl*, int> leaf_pending;
   std::unordered_map<AutogradNode*, Pending> pending;
@@ -369,7 +379,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     // Dependencies drop after the gradients are in, also for edges that carried none.
     for (size_t i = 0; i < node->next.size(); ++i) {
       const auto& e = node->next[i];
-      if (e.leaf && --leaf_pending[e.leaf.get()] == 0) run_leaf_hooks(e.leaf);
+      if (e.leaf && has_leaf_hooks(*e.leaf) && --leaf_pending[e.leaf.get()] == 0)
+        run_leaf_hooks(e.leaf);
       if (!e.node) continue;
       if (--pending[e.node.get()].dependencies == 0) ready.push(e.node);
     }
