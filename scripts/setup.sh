@@ -5,8 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 
+# ccache: the consumer checks (tests/consumer/) rebuild the library out of tree from the same
+# sources and reuse build/'s objects. zlib, libjpeg-turbo and libpng: lathe/data's readers.
 APT_PACKAGES=(cmake ninja-build g++ libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev
-              clang-format python3-venv python3-dev libgloo-dev)
+              clang-format python3-venv python3-dev libgloo-dev ccache zlib1g-dev
+              libjpeg62-turbo-dev libpng-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -37,7 +40,9 @@ fi
 if [ ! -f "$BUILD_DIR/build.ninja" ] || \
    ! grep -q '^LATHE_PYTHON_BINDINGS:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_PYTHON_BINDINGS=ON \
-        -DLATHE_PYTHON="$(pwd)/.venv/bin/python" >/dev/null
+        -DLATHE_PYTHON="$(pwd)/.venv/bin/python" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 fi
+# ccache's keys relative to the checkout, so another build tree of these sources hits.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}"
 echo "[setup] building in $BUILD_DIR" >&2
 ninja -C "$BUILD_DIR" "${@:2}"
