@@ -21,6 +21,11 @@ echo "== pytest ==" >&2
 echo "== pytest: Python package ==" >&2
 PYTHONPATH="$(pwd)/build/python" .venv/bin/python -m pytest -q tests/python
 
+# Lathe in a C++ user's project: tests/consumer/ against the installed prefix (CMake and
+# pkg-config), as an add_subdirectory (shared liblathe.so, no GoogleTest) and from the wheel.
+echo "== C++ consumer project ==" >&2
+scripts/check_consumer.sh build
+
 if [ -d tests/io ] && ls tests/io/*.cpp >/dev/null 2>&1; then
   echo "== safetensors fuzz under AddressSanitizer ==" >&2
   if [ ! -f build-asan/build.ninja ]; then

@@ -9,7 +9,7 @@ BUILD_DIR="${1:-build}"
 # sources and reuse build/'s objects. zlib, libjpeg-turbo and libpng: lathe/data's readers.
 APT_PACKAGES=(cmake ninja-build g++ libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev
               clang-format python3-venv python3-dev libgloo-dev ccache zlib1g-dev
-              libjpeg62-turbo-dev libpng-dev)
+              libjpeg62-turbo-dev libpng-dev pkg-config)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

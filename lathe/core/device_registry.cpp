@@ -37,7 +37,8 @@ const detail::DeviceFunctions* detail::find_device(DeviceKind kind) {
 const detail::DeviceFunctions& detail::device_functions(DeviceKind kind, const char* what) {
   const DeviceFunctions* fns = find_device(kind);
   LATHE_CHECK(fns != nullptr, "[", what, "] no implementation of the ", Device(kind),
-              " device is linked into this program (link lathe_", Device(kind), ")");
+              " device is linked into this program (link lathe_", Device(kind),
+              " and include lathe/lathe.h or lathe/", Device(kind), "/", Device(kind), ".h)");
   return *fns;
 }
 

@@ -30,8 +30,9 @@ void detail::register_tensor_op_functions(const TensorOpFunctions* fns) { regist
 const detail::TensorOpFunctions& detail::tensor_op_functions(const char* what) {
   const TensorOpFunctions* fns = registered.load(std::memory_order_acquire);
   LATHE_CHECK(fns != nullptr, "[", what,
-              "] Tensor's op members are implemented by lathe_ops, which is not linked into this "
-              "program (link lathe_ops)");
+              "] Tensor's op members are implemented by lathe_ops, which is not in this program: "
+              "link lathe_ops (the Lathe::lathe target has it) and include lathe/lathe.h or "
+              "lathe/ops/ops.h in one of its files");
   return *fns;
 }
 

@@ -51,7 +51,7 @@ struct TensorOpFunctions {
 // Registers the implementation (lathe_ops does, once); `fns` must outlive its use.
 void register_tensor_op_functions(const TensorOpFunctions* fns);
 // The registered implementation; throws "[what] Tensor's op members are implemented by lathe_ops,
-// which is not linked into this program" when there is none.
+// which is not in this program" when there is none (lathe/ops/ops.h registers it).
 const TensorOpFunctions& tensor_op_functions(const char* what);
 
 }  // namespace detail

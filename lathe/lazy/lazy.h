@@ -15,6 +15,15 @@ namespace lathe {
 struct OpDef;
 }
 
+namespace lathe::lazy {
+// Registers the lazy device with core (lazy_api.cpp; idempotent). Every translation unit that
+// includes this header calls it at static initialization, which makes the linker keep the device
+// in any link of the libraries: Tensor::to(Device::lazy()) works in every program that includes
+// lathe/lathe.h or this header.
+bool link_lazy_device();
+inline const bool lazy_device_linked = link_lazy_device();
+}  // namespace lathe::lazy
+
 namespace lathe {
 
 // Runs every pending lazy op whose result is still alive (or that writes into a tensor) and

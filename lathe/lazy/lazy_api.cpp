@@ -125,16 +125,19 @@ const detail::DeviceFunctions lazy_device_functions{.transfer = &lazy_transfer,
                                                     .dispatch = &lazy::record,
                                                     .version = &lazy_version};
 
-const bool lazy_device_registered =
-    (detail::register_device(DeviceKind::lazy, &lazy_device_functions), true);
-
 }  // namespace
 
-// CMakeLists.txt links every user of lathe_lazy with --undefined=lathe_lazy_device_anchor, so this
-// object (and the registration above) is in every program that can make lazy tensors.
-extern "C" {
-int lathe_lazy_device_anchor = 0;
+// lazy.h calls this from every translation unit that includes it, so the linker keeps this object
+// (and the device) in any link of the libraries, without linker flags.
+bool lazy::link_lazy_device() {
+  static const bool registered =
+      (detail::register_device(DeviceKind::lazy, &lazy_device_functions), true);
+  return registered;
 }
+
+namespace {
+const bool lazy_device_registered = lazy::link_lazy_device();
+}  // namespace
 
 }  // namespace lathe
 

@@ -1,5 +1,8 @@
 // Registers the ops behind Tensor's view, copy and autograd members with core
-// (core/tensor_methods.h) at static initialization.
+// (core/tensor_methods.h). ops.h calls link_tensor_methods() from every translation unit that
+// includes it, so every program that uses an op has this object and its registration, however it
+// is linked (static archives in any order, a shared library, any build system): no linker flag.
+#include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 
 namespace lathe {
@@ -13,16 +16,18 @@ detail::TensorOpFunctions make_functions() {
   return f;
 }
 
-const detail::TensorOpFunctions tensor_op_functions = make_functions();
-
-const bool tensor_op_functions_registered =
-    (detail::register_tensor_op_functions(&tensor_op_functions), true);
-
 }  // namespace
-}  // namespace lathe
 
-// CMakeLists.txt links every user of lathe_ops with --undefined=lathe_ops_tensor_methods_anchor,
-// so this object (and the registration above) is in every program that can call Tensor::view.
-extern "C" {
-int lathe_ops_tensor_methods_anchor = 0;
+bool detail::link_tensor_methods() {
+  // A function-local static: other translation units call this during their own static
+  // initialization, in an order the language leaves open.
+  static const TensorOpFunctions functions = make_functions();
+  static const bool registered = (register_tensor_op_functions(&functions), true);
+  return registered;
 }
+
+namespace {
+const bool tensor_methods_registered = detail::link_tensor_methods();
+}  // namespace
+
+}  // namespace lathe

@@ -34,4 +34,4 @@ from . import _logs
 
 _logs.install()
 
-__version__ = "0.1.0"
+from ._C import __version__  # noqa: F401  (lathe/base/version.h)

@@ -3,10 +3,13 @@
 
 #include "bindings.h"
 #include "lathe/core/error.h"
+#include "lathe/core/version.h"
 
 NB_MODULE(_C, m) {
   namespace nb = nanobind;
   m.doc() = "Lathe's C++ library: tensors, ops, modules, the compiler";
+  // lathe/base/version.h, the version pyproject.toml gives the wheel too.
+  m.attr("__version__") = lathe::version();
   // Objects still held at exit by caches outside our control (torch.compile's, functools') are
   // reported as leaks by nanobind; they are not.
   nb::set_leak_warnings(false);

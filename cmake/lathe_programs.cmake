@@ -1,0 +1,32 @@
+# Lathe's programs (LATHE_BUILD_TOOLS, LATHE_BUILD_BENCHMARKS; included by CMakeLists.txt).
+
+# Command-line programs: tools/<name>.cpp -> <name>; bench/<name>.cpp -> <name>.
+file(GLOB tool_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/*.cpp)
+foreach(src ${tool_srcs})
+  get_filename_component(exe ${src} NAME_WE)
+  add_executable(${exe} ${src})
+  target_compile_options(${exe} PRIVATE ${LATHE_WARNINGS})
+  target_link_libraries(${exe} PRIVATE lathe)
+endforeach()
+# Example programs: examples/<name>.cpp -> <name>.
+file(GLOB example_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/examples/*.cpp)
+foreach(src ${example_srcs})
+  get_filename_component(exe ${src} NAME_WE)
+  add_executable(${exe} ${src})
+  target_compile_options(${exe} PRIVATE ${LATHE_WARNINGS})
+  target_link_libraries(${exe} PRIVATE lathe)
+endforeach()
+# lathe-bench's training harness lives beside it (tools/lathe-bench/).
+if(TARGET lathe-bench)  # (the layer tests configure copies without tools/)
+  file(GLOB lathe_bench_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/lathe-bench/*.cpp)
+  target_sources(lathe-bench PRIVATE ${lathe_bench_srcs})
+endif()
+if(LATHE_BUILD_BENCHMARKS AND benchmark_FOUND)
+  file(GLOB bench_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/bench/*.cpp)
+  foreach(src ${bench_srcs})
+    get_filename_component(exe ${src} NAME_WE)
+    add_executable(${exe} ${src})
+    target_compile_options(${exe} PRIVATE ${LATHE_WARNINGS})
+    target_link_libraries(${exe} PRIVATE lathe benchmark::benchmark)
+  endforeach()
+endif()
