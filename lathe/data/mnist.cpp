@@ -70,8 +70,9 @@ MnistDataset::MnistDataset(const std::string& images_path, const std::string& la
 MnistDataset MnistDataset::from_folder(const std::string& folder, bool train,
                                        const MnistOptions& options) {
   const std::string stem = train ? "train" : "t10k";
-  return MnistDataset(find_mnist_file(folder, stem + "-images", "idx3-ubyte"),
-                      find_mnist_file(folder, stem + "-labels", "idx1-ubyte"), options);
+  const std::string images = find_mnist_file(folder, stem + "-images", "idx3-ubyte");
+  const std::string labels = find_mnist_file(folder, stem + "-labels", "idx1-ubyte");
+  return MnistDataset(images, labels, options);
 }
 
 std::vector<FieldSpec> MnistDataset::fields() const {

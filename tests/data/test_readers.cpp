@@ -112,8 +112,9 @@ TEST(Mnist, LabelOutOfRangeIsACorruptSample) {
   write_bytes(d.file("i"), idx_bytes(3, {2, 1, 1}, {0, 0}));
   write_bytes(d.file("l"), idx_bytes(1, {2}, {1, 12}));
   MnistDataset ds(d.file("i"), d.file("l"));
+  const std::string labels = d.file("l") + ": label 12";
   EXPECT_ERROR_HAS(read_sample(ds, 1), "label 12 of sample 1 is out of range [0, 10)",
-                   (d.file("l")).c_str());
+                   labels.c_str());
   EXPECT_EQ(read_sample(ds, 0)[1].item(), 1.0);
 }
 
