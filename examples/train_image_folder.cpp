@@ -31,10 +31,14 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const int v = std::atoi(argv[i + 1]);
-    if (k == "--epochs") epochs = v;
-    else if (k == "--size") size = v;
-    else if (k == "--batch") batch = v;
-    else if (k == "--workers") workers = v;
+    if (k == "--epochs")
+      epochs = v;
+    else if (k == "--size")
+      size = v;
+    else if (k == "--batch")
+      batch = v;
+    else if (k == "--workers")
+      workers = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;

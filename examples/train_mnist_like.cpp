@@ -112,10 +112,10 @@ int main(int argc, char** argv) {
   if (!folder.empty()) {
     try {
       data::MnistOptions mo;
-      train_files = std::make_shared<data::MnistDataset>(
-          data::MnistDataset::from_folder(folder, true, mo));
-      test_files = std::make_shared<data::MnistDataset>(
-          data::MnistDataset::from_folder(folder, false, mo));
+      train_files =
+          std::make_shared<data::MnistDataset>(data::MnistDataset::from_folder(folder, true, mo));
+      test_files =
+          std::make_shared<data::MnistDataset>(data::MnistDataset::from_folder(folder, false, mo));
     } catch (const Error& e) {
       std::fprintf(stderr, "%s\n", e.what());
       return 1;
@@ -183,10 +183,10 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double lr = opt.lr();
     schedule.step();
-    const double train_acc = train_loader ? loader_accuracy(*model, *eval_train)
-                                          : accuracy(*model, train);
-    const double test_acc = train_loader ? loader_accuracy(*model, *eval_test)
-                                         : accuracy(*model, test);
+    const double train_acc =
+        train_loader ? loader_accuracy(*model, *eval_train) : accuracy(*model, train);
+    const double test_acc =
+        train_loader ? loader_accuracy(*model, *eval_test) : accuracy(*model, test);
     std::printf(
         "epoch %d/%d  loss %.4f  train accuracy %.3f  test accuracy %.3f  lr %.5f  %.2f s "
         "(%lld compile)\n",

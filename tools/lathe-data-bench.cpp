@@ -4,16 +4,16 @@
 //
 //   ./build/lathe-data-bench --generate 1000 --folder /tmp/jpegs   # writes N JPEGs, then runs
 //   ./build/lathe-data-bench --folder /tmp/jpegs [--workers 1,2] [--epochs 2] [--batch 32]
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <jpeglib.h>
-
-#include <chrono>
 #include <sstream>
 #include <string>
 #include <vector>
+// libjpeg's header needs FILE and size_t declared first.
+#include <jpeglib.h>
 
 #include "lathe/data/data_loader.h"
 #include "lathe/data/image_folder.h"
@@ -73,11 +73,16 @@ int main(int argc, char** argv) {
   std::vector<int> workers{1, 2};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--folder") folder = v;
-    else if (k == "--generate") generate = std::atoi(v.c_str());
-    else if (k == "--workers") workers = parse_list(v);
-    else if (k == "--epochs") epochs = std::atoi(v.c_str());
-    else if (k == "--batch") batch = std::atoi(v.c_str());
+    if (k == "--folder")
+      folder = v;
+    else if (k == "--generate")
+      generate = std::atoi(v.c_str());
+    else if (k == "--workers")
+      workers = parse_list(v);
+    else if (k == "--epochs")
+      epochs = std::atoi(v.c_str());
+    else if (k == "--batch")
+      batch = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -94,7 +99,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < generate; ++i) {
       const std::string dir = folder + "/class" + std::to_string(i % 10);
       std::filesystem::create_directories(dir);
-      const int w = 400 + static_cast<int>(sizes.below(200)), h = 300 + static_cast<int>(sizes.below(150));
+      const int w = 400 + static_cast<int>(sizes.below(200)),
+                h = 300 + static_cast<int>(sizes.below(150));
       if (!write_jpeg(dir + "/" + std::to_string(i) + ".jpg", w, h, static_cast<uint64_t>(i))) {
         std::fprintf(stderr, "cannot write into %s\n", dir.c_str());
         return 1;

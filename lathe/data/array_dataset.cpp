@@ -22,8 +22,7 @@ ArrayDataset::ArrayDataset(std::vector<std::pair<std::string, Tensor>> columns) 
   }
 }
 
-ArrayDataset ArrayDataset::from_npy(
-    const std::vector<std::pair<std::string, std::string>>& files) {
+ArrayDataset ArrayDataset::from_npy(const std::vector<std::pair<std::string, std::string>>& files) {
   std::vector<std::pair<std::string, Tensor>> cols;
   for (const auto& [name, path] : files) cols.emplace_back(name, load_npy(path));
   return ArrayDataset(std::move(cols));
@@ -34,8 +33,8 @@ ArrayDataset ArrayDataset::from_safetensors(const std::string& path,
   io::SafetensorsFile file(path);
   std::vector<std::pair<std::string, Tensor>> cols;
   for (const std::string& k : keys) {
-    LATHE_CHECK(file.contains(k), "[data.ArrayDataset] ", path, " has no tensor '", k,
-                "'; it has ", file.keys());
+    LATHE_CHECK(file.contains(k), "[data.ArrayDataset] ", path, " has no tensor '", k, "'; it has ",
+                file.keys());
     cols.emplace_back(k, file.get(k));
   }
   return ArrayDataset(std::move(cols));

@@ -45,8 +45,8 @@ void Cifar10Dataset::read(int64_t index, const std::vector<void*>& out, SampleRn
   const uint8_t* rec = &bytes_[file][static_cast<size_t>(record * kRecordBytes)];
   if (rec[0] > 9)
     throw CorruptSample(detail::str("[data.cifar10] ", files_[file], ": label ", int(rec[0]),
-                                    " of record ", record, " (byte offset ",
-                                    record * kRecordBytes, ") is out of range [0, 10)"));
+                                    " of record ", record, " (byte offset ", record * kRecordBytes,
+                                    ") is out of range [0, 10)"));
   auto* dst = static_cast<float*>(out[0]);
   for (int c = 0; c < 3; ++c) {
     const float scale = 1.0f / (255.0f * options_.std[c]);

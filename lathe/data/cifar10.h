@@ -35,7 +35,7 @@ class Cifar10Dataset : public Dataset {
  private:
   Cifar10Options options_;
   std::vector<std::string> files_;
-  std::vector<std::vector<uint8_t>> bytes_;      // per file
+  std::vector<std::vector<uint8_t>> bytes_;          // per file
   std::vector<std::pair<uint32_t, int64_t>> owner_;  // sample -> (file, record)
 };
 

@@ -34,8 +34,7 @@ Batch allocate_batch(const std::vector<FieldSpec>& fields, int64_t rows) {
   return b;
 }
 
-std::vector<void*> row_pointers(const Batch& b, const std::vector<FieldSpec>& fields,
-                                int64_t row) {
+std::vector<void*> row_pointers(const Batch& b, const std::vector<FieldSpec>& fields, int64_t row) {
   std::vector<void*> out(fields.size());
   for (size_t f = 0; f < fields.size(); ++f)
     out[f] = static_cast<char*>(b[f].raw_data()) + static_cast<size_t>(row) * fields[f].nbytes();
@@ -79,6 +78,7 @@ struct DataLoader::Epoch {
   int64_t next_claim = 0;  // the next batch a worker takes
   int64_t consumed = 0;    // batches returned by next()
   bool stream_done = false;
+  bool failed = false;  // an error was rethrown: the epoch is over
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
   LoaderProgress progress;
@@ -114,8 +114,8 @@ struct DataLoader::Epoch {
           ++p.rows;
         } catch (const CorruptSample& e) {
           if (!o.skip_corrupt) throw;
-          p.warnings.push_back(detail::str("[data.DataLoader] skipping sample ", index, ": ",
-                                           e.what()));
+          p.warnings.push_back(
+              detail::str("[data.DataLoader] skipping sample ", index, ": ", e.what()));
         }
       }
       shrink(p, capacity);
@@ -272,6 +272,7 @@ void DataLoader::start_epoch(uint64_t epoch) {
 std::optional<Batch> DataLoader::next() {
   LATHE_CHECK(epoch_, "[data.DataLoader] next() before start_epoch()");
   for (;;) {
+    if (epoch_->failed) return std::nullopt;
     std::optional<Produced> p = epoch_->take();
     if (!p) return std::nullopt;
     for (const std::string& w : p->warnings) {
@@ -280,7 +281,10 @@ std::optional<Batch> DataLoader::next() {
       else
         std::fprintf(stderr, "warning: %s\n", w.c_str());
     }
-    if (p->error) std::rethrow_exception(p->error);
+    if (p->error) {
+      epoch_->failed = true;
+      std::rethrow_exception(p->error);
+    }
     LoaderProgress& pr = epoch_->progress;
     pr.skipped += static_cast<int64_t>(p->warnings.size());
     if (p->rows == 0) continue;  // every sample of it was skipped (or a stream's empty end)
@@ -295,8 +299,6 @@ std::optional<Batch> DataLoader::next() {
   }
 }
 
-LoaderProgress DataLoader::progress() const {
-  return epoch_ ? epoch_->progress : LoaderProgress{};
-}
+LoaderProgress DataLoader::progress() const { return epoch_ ? epoch_->progress : LoaderProgress{}; }
 
 }  // namespace lathe::data

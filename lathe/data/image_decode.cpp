@@ -87,8 +87,8 @@ RgbImage decode_png(const std::string& path, const std::vector<uint8_t>& bytes,
   if (!png_image_finish_read(&image, nullptr, out.rgb.data(), 0, nullptr)) {
     const std::string msg = image.message;
     png_image_free(&image);
-    throw CorruptSample(detail::str("[data.image] ", path, " is a corrupt or truncated PNG: ",
-                                    msg));
+    throw CorruptSample(
+        detail::str("[data.image] ", path, " is a corrupt or truncated PNG: ", msg));
   }
   return out;
 }
@@ -102,8 +102,8 @@ RgbImage decode_image(const std::string& path, const std::vector<uint8_t>& bytes
     RgbImage out;
     JpegErrors errors{};
     if (!decode_jpeg_raw(bytes.data(), n, scale, &out, &errors))
-      throw CorruptSample(detail::str("[data.image] ", path, " is a corrupt or truncated JPEG: ",
-                                      errors.message));
+      throw CorruptSample(
+          detail::str("[data.image] ", path, " is a corrupt or truncated JPEG: ", errors.message));
     return out;
   }
   if (n >= 8 && std::memcmp(bytes.data(), "\x89PNG\r\n\x1a\n", 8) == 0)

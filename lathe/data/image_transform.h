@@ -21,10 +21,10 @@ struct ImageTransformOptions {
   };
   Crop crop = Crop::random_resized;
   int width = 224, height = 224;
-  std::array<double, 2> scale{0.08, 1.0};            // random_resized: area fraction
+  std::array<double, 2> scale{0.08, 1.0};             // random_resized: area fraction
   std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};  // random_resized: aspect range
-  int resize_shorter = 256;                          // center: the shorter side before cropping
-  double flip_probability = 0.5;                     // horizontal flip
+  int resize_shorter = 256;                           // center: the shorter side before cropping
+  double flip_probability = 0.5;                      // horizontal flip
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
 };

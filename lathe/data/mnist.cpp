@@ -19,8 +19,8 @@ std::string find_mnist_file(const std::string& folder, const std::string& stem,
       tried.push_back(p);
     }
   }
-  throw Error(detail::str("[data.mnist] no ", stem, "-", kind, " file in ", folder,
-                          "; looked for ", tried));
+  throw Error(detail::str("[data.mnist] no ", stem, "-", kind, " file in ", folder, "; looked for ",
+                          tried));
 }
 
 }  // namespace
@@ -29,9 +29,8 @@ IdxArray read_idx(const std::string& path, int expected_dims) {
   std::vector<uint8_t> b = read_maybe_gzipped(path, "data.idx");
   LATHE_CHECK(b.size() >= 4, "[data.idx] ", path, " is truncated: ", b.size(),
               " bytes, an idx file starts with a 4-byte magic");
-  LATHE_CHECK(b[0] == 0 && b[1] == 0, "[data.idx] ", path,
-              " has a wrong magic (first bytes ", int(b[0]), ",", int(b[1]),
-              ", expected 0,0): not an idx file");
+  LATHE_CHECK(b[0] == 0 && b[1] == 0, "[data.idx] ", path, " has a wrong magic (first bytes ",
+              int(b[0]), ",", int(b[1]), ", expected 0,0): not an idx file");
   LATHE_CHECK(b[2] == 0x08, "[data.idx] ", path, " holds element type 0x", std::hex, int(b[2]),
               std::dec, "; only unsigned bytes (0x08) are supported");
   LATHE_CHECK(b[3] == expected_dims, "[data.idx] ", path, " has ", int(b[3]),
@@ -82,9 +81,8 @@ std::vector<FieldSpec> MnistDataset::fields() const {
 void MnistDataset::read(int64_t index, const std::vector<void*>& out, SampleRng&) const {
   const int64_t label = labels_[static_cast<size_t>(index)];
   if (label >= options_.num_classes)
-    throw CorruptSample(detail::str("[data.mnist] ", labels_path_, ": label ", label,
-                                    " of sample ", index, " is out of range [0, ",
-                                    options_.num_classes, ")"));
+    throw CorruptSample(detail::str("[data.mnist] ", labels_path_, ": label ", label, " of sample ",
+                                    index, " is out of range [0, ", options_.num_classes, ")"));
   const size_t pixels = static_cast<size_t>(rows_ * cols_);
   const uint8_t* src = &pixels_[static_cast<size_t>(index) * pixels];
   auto* dst = static_cast<float*>(out[0]);

@@ -83,8 +83,8 @@ NpyHeader parse_npy_header(const std::string& path, const uint8_t* b, size_t siz
   LATHE_CHECK(std::memcmp(b, kMagic, 6) == 0, "[data.npy] ", path,
               " has a wrong magic: not a .npy file (expected \\x93NUMPY)");
   const int major = b[6];
-  LATHE_CHECK(major >= 1 && major <= 3, "[data.npy] ", path, ": unsupported format version ",
-              major, ".", int(b[7]), " (1, 2 and 3 are supported)");
+  LATHE_CHECK(major >= 1 && major <= 3, "[data.npy] ", path, ": unsupported format version ", major,
+              ".", int(b[7]), " (1, 2 and 3 are supported)");
   size_t len = 0, start = 10;
   if (major == 1) {
     len = b[8] | (size_t{b[9]} << 8);
@@ -126,9 +126,9 @@ Tensor load_npy(const std::string& path) {
     const char* descr;
     size_t size;
   };
-  static const Kind kKinds[] = {{"<f4", 4}, {"<f8", 8}, {"<i4", 4}, {"<i8", 8}, {"<f2", 2},
-                                {"|b1", 1}, {"|u1", 1}, {"|i1", 1}, {"<i2", 2}, {"<u2", 2},
-                                {"<u4", 4}};
+  static const Kind kKinds[] = {{"<f4", 4}, {"<f8", 8}, {"<i4", 4}, {"<i8", 8},
+                                {"<f2", 2}, {"|b1", 1}, {"|u1", 1}, {"|i1", 1},
+                                {"<i2", 2}, {"<u2", 2}, {"<u4", 4}};
   size_t elem = 0;
   for (const Kind& k : kKinds)
     if (h.descr == k.descr) elem = k.size;
@@ -154,8 +154,7 @@ Tensor load_npy(const std::string& path) {
                                 : DType::b8;
   const Shape sizes(h.shape.begin(), h.shape.end());
   if (reinterpret_cast<uintptr_t>(src) % elem != 0) return from_buffer(src, sizes, dt);
-  return from_blob(const_cast<uint8_t*>(src), sizes, contiguous_strides(sizes), dt,
-                   [map] {});
+  return from_blob(const_cast<uint8_t*>(src), sizes, contiguous_strides(sizes), dt, [map] {});
 }
 
 }  // namespace lathe::data

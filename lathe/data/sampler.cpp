@@ -61,8 +61,7 @@ std::vector<int64_t> DistributedSampler::indices(uint64_t epoch) const {
   all.resize(total);
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(per_rank_));
-  for (size_t i = static_cast<size_t>(o_.rank); i < total;
-       i += static_cast<size_t>(o_.world_size))
+  for (size_t i = static_cast<size_t>(o_.rank); i < total; i += static_cast<size_t>(o_.world_size))
     mine.push_back(all[i]);
   return mine;
 }

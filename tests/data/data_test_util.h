@@ -38,7 +38,8 @@ class TempDir {
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 // The message of the exception `f` throws (fails the test when it throws none).
@@ -55,9 +56,10 @@ std::string error_of(const std::function<void()>& f) {
 
 }  // namespace lathe::data::testing
 
-#define EXPECT_ERROR_HAS(stmt, ...)                                                   \
-  do {                                                                                \
-    const std::string msg_ = ::lathe::data::testing::error_of([&] { stmt; });         \
-    for (const char* part_ : {__VA_ARGS__}) EXPECT_NE(msg_.find(part_), std::string::npos) \
-        << "message: " << msg_ << "\nmissing: " << part_;                             \
+#define EXPECT_ERROR_HAS(stmt, ...)                                           \
+  do {                                                                        \
+    const std::string msg_ = ::lathe::data::testing::error_of([&] { stmt; }); \
+    for (const char* part_ : {__VA_ARGS__})                                   \
+      EXPECT_NE(msg_.find(part_), std::string::npos)                          \
+          << "message: " << msg_ << "\nmissing: " << part_;                   \
   } while (0)

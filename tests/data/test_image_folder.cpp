@@ -24,7 +24,8 @@ std::vector<uint8_t> split_image(int w, int h, std::array<uint8_t, 3> a, std::ar
   std::vector<uint8_t> px(static_cast<size_t>(w) * h * 3);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c) px[(static_cast<size_t>(y) * w + x) * 3 + c] = x < w / 2 ? a[c] : b[c];
+      for (int c = 0; c < 3; ++c)
+        px[(static_cast<size_t>(y) * w + x) * 3 + c] = x < w / 2 ? a[c] : b[c];
   return px;
 }
 

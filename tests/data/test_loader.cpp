@@ -102,15 +102,18 @@ TEST(DataLoader, WorkerErrorSurfacesInTheCallerWithItsMessage) {
     DataLoader l(std::make_shared<CountingDataset>(20, 13), opts(4, w, false));
     l.start_epoch(0);
     int good = 0;
-    EXPECT_ERROR_HAS(while (l.next()) ++good, "[test] cannot read sample 13");
+    EXPECT_ERROR_HAS(while (l.next())++ good, "[test] cannot read sample 13");
     EXPECT_EQ(good, 3) << w << " workers";  // batches 0..2 come out before the failing one
+    EXPECT_FALSE(l.next());                 // the epoch ends at the error
+    l.start_epoch(1);                       // and the next one starts afresh
+    EXPECT_TRUE(l.next());
   }
 }
 
 TEST(DataLoader, CorruptSampleStopsUnlessSkipped) {
   DataLoader strict(std::make_shared<CountingDataset>(10, 6, true), opts(4, 2, false));
   strict.start_epoch(0);
-  EXPECT_ERROR_HAS(while (strict.next()) {}, "sample 6 is broken");
+  EXPECT_ERROR_HAS(while (strict.next()){}, "sample 6 is broken");
 
   DataLoaderOptions o = opts(4, 2, false);
   o.skip_corrupt = true;

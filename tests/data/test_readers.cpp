@@ -151,8 +151,8 @@ TEST(Cifar10, TruncatedFileAndBadLabel) {
 
 namespace {
 
-std::vector<uint8_t> npy_bytes(const std::string& descr, const std::string& shape,
-                               const void* data, size_t nbytes, int version = 1) {
+std::vector<uint8_t> npy_bytes(const std::string& descr, const std::string& shape, const void* data,
+                               size_t nbytes, int version = 1) {
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   const size_t pre = version == 1 ? 10 : 12;
   while ((pre + dict.size() + 1) % 64) dict += ' ';
@@ -209,7 +209,8 @@ TEST(Npy, BadHeadersAreClearErrors) {
   write_bytes(d.file("b.npy"), npy_bytes(">f4", "(2,)", f, sizeof(f)));
   EXPECT_ERROR_HAS(load_npy(d.file("b.npy")), "dtype '>f4' is not supported");
   std::string h = "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }";
-  std::vector<uint8_t> fo = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(h.size()), 0};
+  std::vector<uint8_t> fo = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(h.size()),
+                             0};
   fo.insert(fo.end(), h.begin(), h.end());
   write_bytes(d.file("fo.npy"), fo);
   EXPECT_ERROR_HAS(load_npy(d.file("fo.npy")), "fortran_order True is not supported");
