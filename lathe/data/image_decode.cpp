@@ -13,6 +13,9 @@
 namespace lathe::data {
 namespace {
 
+// Larger images are refused (a corrupt or hostile header could claim 65535 x 65535).
+constexpr size_t kMaxPixels = size_t{1} << 28;
+
 struct JpegErrors {
   jpeg_error_mgr mgr;
   std::jmp_buf jump;
@@ -61,6 +64,12 @@ bool decode_jpeg_raw(const uint8_t* data, size_t size, DecodeScale* scale, RgbIm
   jpeg_start_decompress(&cinfo);
   out->width = static_cast<int>(cinfo.output_width);
   out->height = static_cast<int>(cinfo.output_height);
+  if (static_cast<size_t>(out->width) * out->height > kMaxPixels) {
+    std::snprintf(e->message, sizeof(e->message), "%dx%d pixels is more than the 2^28 allowed",
+                  out->width, out->height);
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   out->rgb.resize(static_cast<size_t>(out->width) * out->height * 3);
   while (cinfo.output_scanline < cinfo.output_height) {
     JSAMPROW row = &out->rgb[static_cast<size_t>(cinfo.output_scanline) * out->width * 3];
@@ -82,6 +91,11 @@ RgbImage decode_png(const std::string& path, const std::vector<uint8_t>& bytes,
   RgbImage out;
   out.width = out.full_width = static_cast<int>(image.width);
   out.height = out.full_height = static_cast<int>(image.height);
+  if (static_cast<size_t>(out.width) * out.height > kMaxPixels) {
+    png_image_free(&image);
+    throw CorruptSample(detail::str("[data.image] ", path, ": ", out.width, "x", out.height,
+                                    " pixels is more than the 2^28 allowed"));
+  }
   if (scale) scale->min_fraction(out.width, out.height);  // PNG has no scaled decode
   out.rgb.resize(PNG_IMAGE_SIZE(image));
   if (!png_image_finish_read(&image, nullptr, out.rgb.data(), 0, nullptr)) {
