@@ -210,3 +210,38 @@ TEST(ImageFolder, LoaderSkipsCorruptImagesWithAWarning) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("skipping sample 1: [data.image]"), std::string::npos) << warnings[0];
 }
+
+TEST(ImageFolder, CenterCropTakesTheMiddle) {
+  TempDir d;
+  // 64x32: red for x < 32, blue after; resize the shorter side to 16 and crop 16x16 from the
+  // middle, i.e. x in [16, 48) of the file: half red, half blue.
+  write_png(d.file("a/x.png"), 64, 32, split_image(64, 32, {255, 0, 0}, {0, 0, 255}));
+  ImageTransformOptions o = plain(16);
+  o.crop = ImageTransformOptions::Crop::center;
+  o.resize_shorter = 16;
+  ImageFolder ds(d.str(), o);
+  std::vector<float> img(3 * 256);
+  int64_t label = 0;
+  SampleRng rng(0);
+  ds.read(0, {img.data(), &label}, rng);
+  EXPECT_FLOAT_EQ(img[5 * 16 + 2], 1.0f);             // red channel, left
+  EXPECT_FLOAT_EQ(img[2 * 256 + 5 * 16 + 13], 1.0f);  // blue channel, right
+  EXPECT_FLOAT_EQ(img[5 * 16 + 13], 0.0f);
+}
+
+TEST(ImageFolder, HugeClaimedSizeIsRefused) {
+  TempDir d;
+  write_jpeg(d.file("a/x.jpg"), 16, 16, split_image(16, 16, {1, 2, 3}, {4, 5, 6}));
+  auto b = file_bytes(d.file("a/x.jpg"));
+  bool patched = false;
+  for (size_t i = 2; i + 8 < b.size() && !patched; ++i) {
+    if (b[i] == 0xFF && b[i + 1] == 0xC0) {  // SOF0: length, precision, height, width
+      b[i + 5] = b[i + 7] = 0xFF;            // 65280 x 65280 (libjpeg's limit is 65500)
+      b[i + 6] = b[i + 8] = 0x00;
+      patched = true;
+    }
+  }
+  ASSERT_TRUE(patched);
+  EXPECT_ERROR_HAS(decode_image("huge.jpg", b, nullptr), "huge.jpg is a corrupt",
+                   "65280x65280 pixels is more than the 2^28 allowed");
+}
