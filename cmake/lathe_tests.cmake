@@ -76,6 +76,7 @@ if(TARGET test_distributed)  # (the layer tests configure copies without tests/)
   target_link_libraries(lathe_dist_worker PRIVATE lathe)
   add_dependencies(test_distributed lathe_dist_worker lathe-run)
 endif()
+lathe_test_folder(data LIBS lathe_data LABELS data)
 
 # The layer checks fail the build on an upward include: shown on a copy of the sources.
 add_test(NAME layers.upward_include_fails_build
@@ -205,6 +206,30 @@ set_tests_properties(examples.train_ddp_two_ranks PROPERTIES LABELS "examples;di
 add_test(NAME examples.train_mnist_like COMMAND train_mnist_like 2)
 set_tests_properties(examples.train_mnist_like PROPERTIES LABELS "examples;training" TIMEOUT 600
   PASS_REGULAR_EXPRESSION "epoch 2/2  loss [0-9.]+  train accuracy 0\\.[6-9][0-9]*  test accuracy 0\\.[5-9][0-9]*  lr [0-9.]+  [0-9.]+ s \\(1 compile\\)")
+# The same example on idx files through lathe/data's DataLoader: the generated digits written as
+# gzipped idx files first (a stand-in for MNIST), then two epochs on them learn.
+add_test(NAME examples.train_mnist_like_write_idx
+         COMMAND train_mnist_like --write-idx ${CMAKE_CURRENT_BINARY_DIR}/mnist_like_idx)
+set_tests_properties(examples.train_mnist_like_write_idx PROPERTIES LABELS "examples;data"
+  FIXTURES_SETUP mnist_like_idx)
+add_test(NAME examples.train_mnist_like_idx_files
+         COMMAND train_mnist_like 2 ${CMAKE_CURRENT_BINARY_DIR}/mnist_like_idx)
+set_tests_properties(examples.train_mnist_like_idx_files PROPERTIES LABELS "examples;data;training"
+  TIMEOUT 600 FIXTURES_REQUIRED mnist_like_idx
+  PASS_REGULAR_EXPRESSION "epoch 2/2  loss [0-9.]+  train accuracy 0\\.[6-9][0-9]*  test accuracy 0\\.[5-9][0-9]*  lr [0-9.]+  [0-9.]+ s \\(1 compile\\)")
+# A resnet18 on an image folder with the compiled step: 40 generated JPEGs (lathe-data-bench
+# --generate, which also times one pass), one epoch at 64x64 through the DataLoader.
+add_test(NAME examples.train_image_folder_jpegs
+         COMMAND lathe-data-bench --generate 40 --folder ${CMAKE_CURRENT_BINARY_DIR}/image_folder_jpegs
+                 --workers 1 --epochs 1)
+set_tests_properties(examples.train_image_folder_jpegs PROPERTIES LABELS "examples;data"
+  FIXTURES_SETUP image_folder_jpegs PASS_REGULAR_EXPRESSION "workers 1  40 images")
+add_test(NAME examples.train_image_folder
+         COMMAND train_image_folder ${CMAKE_CURRENT_BINARY_DIR}/image_folder_jpegs --size 64
+                 --batch 8 --epochs 1)
+set_tests_properties(examples.train_image_folder PROPERTIES LABELS "examples;data;training"
+  TIMEOUT 600 FIXTURES_REQUIRED image_folder_jpegs
+  PASS_REGULAR_EXPRESSION "batch 5/5  40 samples.*epoch 1/1  loss [0-9.]+  [0-9.]+ images/s  [0-9.]+ s \\(1 compile\\)")
 add_test(NAME lathe_bench.unknown_backend COMMAND lathe-bench --backend eager,xla)
 set_tests_properties(lathe_bench.unknown_backend PROPERTIES LABELS "tools"
   PASS_REGULAR_EXPRESSION "unknown backend 'xla'")

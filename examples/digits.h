@@ -81,8 +81,8 @@ inline Dataset make_dataset(int64_t n, uint64_t seed) {
   return {add(clean, noise), from_vector<int64_t>(labels, {n})};
 }
 
-// [N, 1, 16, 16] -> [N, 10] logits.
-inline std::shared_ptr<nn::Sequential> make_model() {
+// [N, 1, size, size] -> [N, 10] logits (size 16 for the generated digits, 28 for MNIST).
+inline std::shared_ptr<nn::Sequential> make_model(int64_t size = kSize) {
   auto m = nn::make<nn::Sequential>();
   m->push_back(nn::make<nn::Conv2d>(1, 16, 3, 1, 1));
   m->push_back(nn::make<nn::BatchNorm2d>(16));
@@ -93,7 +93,7 @@ inline std::shared_ptr<nn::Sequential> make_model() {
   m->push_back(nn::make<nn::ReLU>());
   m->push_back(nn::make<nn::MaxPool2d>(2));  // 4x4
   m->push_back(nn::make<nn::Flatten>(1));
-  m->push_back(nn::make<nn::Linear>(32 * 4 * 4, kClasses));
+  m->push_back(nn::make<nn::Linear>(32 * (size / 4) * (size / 4), kClasses));
   return m;
 }
 
