@@ -6,14 +6,7 @@
 #include <vector>
 
 #include "lathe/core/tensor.h"
-
-namespace lathe::detail {
-// Registers the ops behind Tensor's op members (view, copy, autograd) with core; defined in
-// tensor_methods.cpp, idempotent. Every translation unit that includes this header calls it at
-// static initialization, which makes the linker keep that object in any link of the libraries.
-bool link_tensor_methods();
-inline const bool tensor_methods_linked = link_tensor_methods();
-}  // namespace lathe::detail
+#include "lathe/ops/link.h"
 
 namespace lathe {
 

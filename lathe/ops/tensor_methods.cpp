@@ -1,7 +1,8 @@
 // Registers the ops behind Tensor's view, copy and autograd members with core
-// (core/tensor_methods.h). ops.h calls link_tensor_methods() from every translation unit that
-// includes it, so every program that uses an op has this object and its registration, however it
-// is linked (static archives in any order, a shared library, any build system): no linker flag.
+// (core/tensor_methods.h). ops/link.h calls link_tensor_methods() from every translation unit that
+// includes it (ops.h does; the build force-includes it into the layers above core), so every
+// program that uses Lathe above core has this object and its registration, however it is linked
+// (static archives in any order, a shared library, any build system): no linker flag.
 #include "lathe/ops/ops.h"
 #include "lathe/ops/register.h"
 

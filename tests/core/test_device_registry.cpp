@@ -58,7 +58,7 @@ TEST(DeviceRegistry, UnregisteredDeviceIsAClearErrorNamingDeviceAndOperation) {
   ASSERT_EQ(detail::find_device(DeviceKind::lazy), nullptr);
   expect_error([] { zeros({2}).to(Device::lazy()); },
                "[to] no implementation of the lazy device is linked into this program "
-               "(link lathe_lazy)");
+               "(link lathe_lazy and include lathe/lathe.h or lathe/lazy/lazy.h)");
   expect_error([] { detail::device_functions(DeviceKind::lazy, "add"); },
                "[add] no implementation of the lazy device is linked");
   detail::sync_devices();  // nothing registered: a no-op
