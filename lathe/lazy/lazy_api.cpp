@@ -135,9 +135,5 @@ bool lazy::link_lazy_device() {
   return registered;
 }
 
-namespace {
-const bool lazy_device_registered = lazy::link_lazy_device();
-}  // namespace
-
 }  // namespace lathe
 

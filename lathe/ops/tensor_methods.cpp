@@ -27,8 +27,4 @@ bool detail::link_tensor_methods() {
   return registered;
 }
 
-namespace {
-const bool tensor_methods_registered = detail::link_tensor_methods();
-}  // namespace
-
 }  // namespace lathe
