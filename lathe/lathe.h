@@ -41,3 +41,4 @@
 #include "lathe/optim/lr_scheduler.h"
 #include "lathe/optim/optimizer.h"
 #include "lathe/trace/compile.h"
+#include "lathe/trace/control_flow.h"

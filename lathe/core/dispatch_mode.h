@@ -5,8 +5,11 @@
 // rewrites an op's dtypes and lets the tracer record the result.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
+
+#include "lathe/base/error.h"
 
 namespace lathe {
 
@@ -29,6 +32,24 @@ class DispatchMode {
   // True when tensors met under this mode are fake: reading their data is then an error with
   // advice instead of "no data".
   virtual bool is_tracing() const { return false; }
+  // Called before code reads a tensor's data (item, to_vector, raw_data, printing) while this mode
+  // traces. A mode that holds pending work may compute it here (a graph break: the region runner
+  // of lathe::compile, lathe/trace/regions.h), so that `t` holds its current data; `what` names
+  // the read ("item()"). False when the mode cannot: reading a tensor without data is then an
+  // error (DataReadWhileTracing).
+  virtual bool materialize(const Tensor& /*t*/, const char* /*what*/) { return false; }
+  // In-place writes this mode has recorded so far (a tracing mode), or -1 when it records none
+  // (lathe::cond checks that its branches write nothing).
+  virtual int64_t recorded_writes() const { return -1; }
+};
+
+// Thrown when code reads the data of a traced tensor (item(), to_vector(), printing values) and
+// the mode cannot compute it: lathe::compile's whole-graph trace. The compile cache catches it and
+// runs the function as regions split at such reads (CompileOptions::fullgraph makes it the
+// caller's error).
+class DataReadWhileTracing : public Error {
+ public:
+  using Error::Error;
 };
 
 // The top of this thread's mode stack; nullptr when ops run eagerly.

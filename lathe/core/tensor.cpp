@@ -78,13 +78,18 @@ bool Tensor::is_non_overlapping_and_dense() const {
   return true;
 }
 
-// Reading the values of a fake tensor while tracing: say what to do instead.
+// Reading the values of a tensor while tracing: a mode holding pending work computes it (graph
+// breaks); otherwise a fake tensor's read says what to do instead.
 static void check_not_traced(const Tensor& t, const char* what) {
-  if (detail::is_tracing() && t.defined() && !t.has_storage())
-    throw Error(detail::str("[trace] ", what, " reads the data of ", t.shape_string(),
-                            " while tracing, but traced tensors hold no data; return the tensor "
-                            "from the compiled function and read it outside, or keep "
-                            "data-dependent code out of the compiled function"));
+  if (!detail::is_tracing() || !t.defined()) return;
+  if (current_dispatch_mode()->materialize(t, what)) return;
+  if (!t.has_storage())
+    throw DataReadWhileTracing(detail::str(
+        "[trace] ", what, " reads the data of ", t.shape_string(),
+        " while tracing, but traced tensors hold no data; return the tensor from the compiled "
+        "function and read it outside, or keep data-dependent code out of the compiled function "
+        "(lathe::compile splits the function at such reads unless CompileOptions::fullgraph is "
+        "set)"));
 }
 
 void* Tensor::raw_data() const {

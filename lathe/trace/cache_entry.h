@@ -57,6 +57,7 @@ struct CacheEntry {
   // outputs end with the values it saves (see aot_autograd.h).
   std::shared_ptr<const AotPlan> aot;
   std::string graph_text;
+  size_t num_nodes = 0;  // of the graph the backend compiled (lathe::explain)
   std::string guards_text;
 
   // The tensor capture slot k stands for at this call.

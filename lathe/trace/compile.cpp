@@ -54,6 +54,25 @@ std::string CompiledFunction::guards_string(size_t entry) const {
   return cache_->guards_string(entry);
 }
 void CompiledFunction::reset() { cache_->reset(); }
+ExplainReport CompiledFunction::explain_last_call() const { return cache_->explain_last_call(); }
+
+std::string ExplainReport::to_string() const {
+  int64_t ops = 0;
+  for (int64_t n : ops_per_graph) ops += n;
+  std::string s =
+      detail::str("Graph Count: ", graph_count, "\nGraph Break Count: ", graph_break_count,
+                  "\nOp Count: ", ops, "\nOps per Graph:");
+  for (size_t i = 0; i < ops_per_graph.size(); ++i)
+    s += detail::str(" ", ops_per_graph[i],
+                     i < eager_graphs.size() && eager_graphs[i] ? " (eager, grad)" : "");
+  s += "\nBreak Reasons:";
+  for (size_t i = 0; i < break_reasons.size(); ++i)
+    s += detail::str("\n  ", i + 1, ". ", break_reasons[i]);
+  s += detail::str("\nCompiles: ", compiles, "\nRecompile Reasons:");
+  for (size_t i = 0; i < recompile_reasons.size(); ++i)
+    s += detail::str("\n  ", i + 1, ". ", recompile_reasons[i]);
+  return s;
+}
 
 CompiledFunction compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
   return CompiledFunction(std::move(module), std::move(options));

@@ -72,6 +72,24 @@ struct CompileStats {
   int64_t eager_calls = 0;     // calls run eagerly: recompile limit, or views of one storage
   int64_t failed_traces = 0;   // traces that threw (the error reached the caller)
   int64_t verified_calls = 0;  // calls checked against eager (CompileOptions::verify)
+  // Graph breaks (the function reads tensor data while traced, see regions.h): calls run as
+  // regions, and regions compiled (one per distinct structure).
+  int64_t region_calls = 0;
+  int64_t region_compiles = 0;
+};
+
+// How a compiled function ran its most recent call (lathe::explain, as torch._dynamo.explain):
+// one graph, or regions split at graph breaks.
+struct ExplainReport {
+  int64_t graph_count = 0;        // graphs the call ran: 1 without breaks, else its regions
+  int64_t graph_break_count = 0;  // reads of tensor data that ended a region
+  std::vector<int64_t> ops_per_graph;
+  std::vector<std::string> break_reasons;  // per break: the read and the op that made the value
+  std::vector<uint8_t> eager_graphs;       // per graph: run by the eager kernels (training)
+  int64_t compiles = 0;                    // graphs and regions compiled so far
+  std::vector<std::string> recompile_reasons;
+  // "Graph Count: 2\nGraph Break Count: 1\nOp Count: 7\nBreak Reasons:\n  1. item() of ..."
+  std::string to_string() const;
 };
 
 namespace detail {
@@ -104,6 +122,8 @@ class CompiledFunction {
   // The captured graph (Graph::to_string) and the guards of entry i, most recently used first.
   std::string graph_string(size_t entry = 0) const;
   std::string guards_string(size_t entry = 0) const;
+  // How the most recent call ran: its graphs (or regions), breaks and their reasons.
+  ExplainReport explain_last_call() const;
   // Drops every cache entry and the automatic-dynamic and warning state, as if the function had
   // never been called (the next call traces again); counters are kept.
   void reset();
@@ -147,6 +167,16 @@ requires std::is_invocable_v < F, const std::vector<Tensor>
 // Compiles module->forward_all (see CompiledFunction's module constructor).
 CompiledFunction compile(std::shared_ptr<nn::Module> module,
                          CompileOptions options = default_compile_options());
+
+// Compiles fn (its own cache, `options`), calls it once with `args`, and reports how it ran:
+// the graphs, the graph breaks with their reasons and source ops, the ops per graph.
+template <class F>
+ExplainReport explain(F fn, const std::vector<Arg>& args,
+                      CompileOptions options = default_compile_options()) {
+  CompiledFunction f = compile(std::move(fn), std::move(options));
+  f(args);
+  return f.explain_last_call();
+}
 
 // Declares dim `dim` of `t` dynamic over [min, max] for the next trace that sees this tensor:
 // tracing raises a constraint-violation error if the code specializes it.

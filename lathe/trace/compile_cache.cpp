@@ -101,6 +101,10 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   // A compiled function called while another is traced is traced through.
   if (is_tracing()) return fn_(args);
+  if (RegionCache* regions = regions_.load(std::memory_order_acquire)) {
+    region_calls_.fetch_add(1, std::memory_order_relaxed);
+    return regions->call(args);
+  }
   sync_pending_lazy(args);
   ArgViews views(args);
   if (std::shared_ptr<const CacheEntry> e = lookup(args, views.span(), nullptr)) {
@@ -123,8 +127,19 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
     return fn_(args);
   }
   const auto start = std::chrono::steady_clock::now();
-  std::shared_ptr<const CacheEntry> e = compile_entry(args);
+  std::shared_ptr<const CacheEntry> e;
+  RegionCache* regions = nullptr;
+  try {
+    e = compile_entry(args);
+  } catch (const DataReadWhileTracing& read) {
+    if (options_.fullgraph) throw;
+    regions = begin_regions(read.what());
+  }
   trace_lock.unlock();
+  if (regions) {
+    region_calls_.fetch_add(1, std::memory_order_relaxed);
+    return regions->call(args);
+  }
   // Traced from this very call: the graph is right for calls without shared memory only.
   if (e->guards.shared_memory(args).first >= 0) return run_aliased(*e, args);
   return run_first(*e, args,
@@ -179,6 +194,7 @@ bool CompileCache::admit_recompile(const std::string& reason, bool dropped) {
   if (n > 0 || dropped) {
     std::unique_lock lock(mu_);
     last_reason_ = reason;
+    recompile_reasons_.push_back(reason);
   }
   if (n >= static_cast<size_t>(options_.recompile_limit)) {
     std::string msg = str("[compile] '", options_.name, "' reached its recompile limit (",
@@ -214,6 +230,9 @@ std::shared_ptr<const CacheEntry> CompileCache::compile_entry(const std::vector<
     throw;  // the user's mark_dynamic, contradicted by the code
   } catch (const sym::DataDependentError&) {
     throw;  // reading data while tracing fails with any sizes
+  } catch (const DataReadWhileTracing&) {
+    failed_trace.failed = options_.fullgraph;  // else a graph break: the caller runs regions
+    throw;
   } catch (const std::exception& e) {
     // A dynamic trace that fails where a static one may not (a shape rule or kernel that needs
     // concrete sizes, or any other limitation of tracing with symbols) is traced again with
@@ -239,7 +258,20 @@ std::shared_ptr<const CacheEntry> CompileCache::compile_entry(const std::vector<
   return e;
 }
 
+RegionCache* CompileCache::begin_regions(const std::string& why) {
+  first_break_ = why;
+  if (logging(LogTopic::kGraphBreaks))
+    log_message(LogTopic::kGraphBreaks,
+                str("'", options_.name, "' reads tensor data while traced (", why,
+                    "); running it as regions split at each such read from now on "
+                    "(CompileOptions::fullgraph = true makes this an error)"));
+  regions_owner_.push_back(std::make_unique<RegionCache>(fn_, options_, module_.get()));
+  regions_.store(regions_owner_.back().get(), std::memory_order_release);
+  return regions_owner_.back().get();
+}
+
 std::vector<Tensor> CompileCache::run_entry(const CacheEntry& e, const std::vector<Arg>& args) {
+  last_call_entry_.store(e.id, std::memory_order_relaxed);
   if (verify_calls_ <= 0 || e.on_lazy_device) return e.run(args);
   const int64_t call = e.calls.fetch_add(1, std::memory_order_relaxed);
   if (call >= verify_calls_) return e.run(args);
@@ -329,6 +361,8 @@ CompileStats CompileCache::stats() const {
   s.eager_calls = eager_calls_.load();
   s.failed_traces = failed_traces_.load();
   s.verified_calls = verified_calls_.load();
+  s.region_calls = region_calls_.load();
+  if (RegionCache* r = regions_.load()) s.region_compiles = r->region_compiles();
   return s;
 }
 
@@ -364,9 +398,40 @@ std::string CompileCache::guards_string(size_t i) const {
   return entries_[i]->guards_text;
 }
 
+ExplainReport CompileCache::explain_last_call() const {
+  ExplainReport r;
+  r.compiles = compiles_.load();
+  if (RegionCache* regions = regions_.load()) {
+    RegionTrace t = regions->last_call();
+    r.compiles += regions->region_compiles();
+    r.graph_count = static_cast<int64_t>(t.nodes.size());
+    for (size_t i = 0; i < t.nodes.size(); ++i) {
+      r.ops_per_graph.push_back(static_cast<int64_t>(t.nodes[i]));
+      r.eager_graphs.push_back(t.eager[i]);
+      if (t.ends_at[i] != "return") r.break_reasons.push_back(t.ends_at[i]);
+    }
+    r.graph_break_count = static_cast<int64_t>(r.break_reasons.size());
+  }
+  std::shared_lock lock(mu_);
+  r.recompile_reasons = recompile_reasons_;
+  if (r.graph_count == 0) {
+    const int64_t id = last_call_entry_.load();
+    for (const auto& e : entries_)
+      if (e->id == id) {
+        r.graph_count = 1;
+        r.ops_per_graph.push_back(static_cast<int64_t>(e->num_nodes));
+        r.eager_graphs.push_back(0);
+      }
+  }
+  return r;
+}
+
 void CompileCache::reset() {
   std::unique_lock trace_lock(trace_mu_);
+  regions_.store(nullptr);
+  first_break_.clear();
   std::unique_lock lock(mu_);
+  recompile_reasons_.clear();
   entries_.clear();  // calls running an entry on other threads keep it alive until they return
   last_reason_.clear();
   frame_sizes_.clear();

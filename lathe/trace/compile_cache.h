@@ -15,6 +15,7 @@
 #include "lathe/trace/cache_entry.h"
 #include "lathe/trace/compile.h"
 #include "lathe/trace/compile_logs.h"
+#include "lathe/trace/regions.h"
 #include "lathe/trace/tracer.h"
 
 namespace lathe::detail {
@@ -30,6 +31,7 @@ class CompileCache {
   std::string last_recompile_reason() const;
   std::string graph_string(size_t i) const;
   std::string guards_string(size_t i) const;
+  ExplainReport explain_last_call() const;
   void reset();
 
  private:
@@ -66,6 +68,9 @@ class CompileCache {
   // True when the next trace makes some argument size a symbol (besides mark_dynamic).
   bool traces_dynamic() const;
   bool logging(LogTopic topic) const { return log_enabled(topic, options_); }
+  // A trace read tensor data (a graph break; trace_mu_ held): from now on every call runs as
+  // regions. Returns the region cache.
+  RegionCache* begin_regions(const std::string& why);
 
   CompiledFunction::Fn fn_;
   CompileOptions options_;
@@ -75,6 +80,7 @@ class CompileCache {
   mutable std::shared_mutex mu_;                      // entries_ and last_reason_
   std::vector<std::shared_ptr<CacheEntry>> entries_;  // most recently used first
   std::string last_reason_;
+  std::vector<std::string> recompile_reasons_;  // every recompile's failing guard, in order
 
   std::mutex trace_mu_;  // serializes tracing, auto-dynamic state and the warning
   std::vector<std::vector<int64_t>> frame_sizes_;  // per argument: sizes of the last trace
@@ -85,6 +91,13 @@ class CompileCache {
 
   std::atomic<int64_t> calls_{0}, hits_{0}, compiles_{0}, eager_calls_{0};
   std::atomic<int64_t> failed_traces_{0}, verified_calls_{0};
+  std::atomic<int64_t> region_calls_{0};
+  // Set once the function has graph breaks (regions_owner_ keeps every one made, reset() included,
+  // for calls still running one).
+  std::atomic<RegionCache*> regions_{nullptr};
+  std::vector<std::unique_ptr<RegionCache>> regions_owner_;  // under trace_mu_
+  std::string first_break_;                                  // the first trace's read
+  std::atomic<int64_t> last_call_entry_{0};  // id of the entry the last call ran (0: none)
 };
 
 }  // namespace lathe::detail

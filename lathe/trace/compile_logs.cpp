@@ -24,13 +24,16 @@ unsigned parse_log_topics(const std::string& s) {
       flags |= unsigned(LogTopic::kGraph);
     else if (item == "passes")  // also read by the cpu backend (lathe/backend/cpu/cpu_backend.cpp)
       flags |= unsigned(LogTopic::kPasses);
-    else if (item == "threads")  // written by the cpu backend (lathe/backend/cpu/adaptive_threads.cpp)
+    else if (item ==
+             "threads")  // written by the cpu backend (lathe/backend/cpu/adaptive_threads.cpp)
       flags |= unsigned(LogTopic::kThreads);
+    else if (item == "graph_breaks")
+      flags |= unsigned(LogTopic::kGraphBreaks);
     else if (item == "all")
-      flags |= 31u;
+      flags |= 63u;
     else if (!item.empty())
-      throw Error(
-          str("[compile] unknown log topic '", item, "' (known: recompiles, guards, graph, passes, threads, all)"));
+      throw Error(str("[compile] unknown log topic '", item,
+                      "' (known: recompiles, guards, graph, passes, threads, graph_breaks, all)"));
   }
   return flags;
 }
@@ -55,6 +58,8 @@ const char* topic_name(LogTopic t) {
       return "passes";
     case LogTopic::kThreads:
       return "threads";
+    case LogTopic::kGraphBreaks:
+      return "graph_breaks";
   }
   return "?";
 }

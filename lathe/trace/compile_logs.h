@@ -1,5 +1,5 @@
-// Compile logs (LATHE_LOGS=recompiles,guards,graph,passes): which topics are on, and the one place
-// that writes them (the log sink, stderr by default, one message at a time).
+// Compile logs (LATHE_LOGS=recompiles,guards,graph,passes,threads,graph_breaks): which topics are
+// on, and the one place that writes them (the log sink, stderr by default, one message at a time).
 #pragma once
 
 #include <string>
@@ -17,7 +17,8 @@ enum class LogTopic : unsigned {
   kGuards = 2,
   kGraph = 4,
   kPasses = 8,
-  kThreads = 16
+  kThreads = 16,
+  kGraphBreaks = 32  // each new region of a function with graph breaks, once, with why it ends
 };
 
 // The topic bits of a comma list ("recompiles,graph", "all", "" for none); throws lathe::Error

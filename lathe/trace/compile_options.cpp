@@ -76,8 +76,9 @@ std::string CompileOptions::to_string() const {
      << ", name=" << name << ", freeze=" << (freeze ? "true" : "false")
      << ", precision=" << dtype_name(precision) << ", verify=" << (verify ? "true" : "false")
      << ", verify_calls=" << verify_calls << ", verify_rtol=" << verify_rtol
-     << ", verify_atol=" << verify_atol << ", logs=" << logs
-     << ", partitioner=" << (partitioner ? partitioner->name() : "default") << ")";
+     << ", verify_atol=" << verify_atol << ", fullgraph=" << (fullgraph ? "true" : "false")
+     << ", logs=" << logs << ", partitioner=" << (partitioner ? partitioner->name() : "default")
+     << ")";
   return os.str();
 }
 

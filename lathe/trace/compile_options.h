@@ -56,8 +56,14 @@ struct CompileOptions {
   int verify_calls = 10;
   double verify_rtol = 1e-4;
   double verify_atol = 1e-5;
-  // Log topics, as LATHE_LOGS: a comma list of "recompiles", "guards", "graph", "passes" (or
-  // "all"). A function logs the process default's topics (set_compile_logs) and its own.
+  // Graph breaks: code that reads tensor data while traced (item(), to_vector(), printing values,
+  // a branch on a value) makes the function run as regions split at each read (lathe/trace/
+  // regions.h, docs/trace.md). fullgraph = true makes such a read an error instead (one graph or
+  // nothing, as torch.compile(fullgraph=True)).
+  bool fullgraph = false;
+  // Log topics, as LATHE_LOGS: a comma list of "recompiles", "guards", "graph", "passes",
+  // "threads", "graph_breaks" (or "all"). A function logs the process default's topics
+  // (set_compile_logs) and its own.
   std::string logs;
   // How the joint graph of a training entry splits into forward and backward (null: the
   // default rule, DefaultPartitioner in lathe/trace/partition.h).

@@ -107,6 +107,7 @@ void compile_graphs(CacheEntry& entry, ir::Graph& graph, const std::shared_ptr<A
   // eval-mode BatchNorm's statistics); the backward reads the same tensors as node inputs.
   if (options.freeze && backend->uses_constants()) freeze_captures(entry, graph, context);
   entry.graph_text = graph.to_string();
+  entry.num_nodes = graph.num_nodes();
   if (aot) {
     LATHE_CHECK(!entry.on_lazy_device, "[compile] '", options.name,
                 "': training (AOT autograd) with tensors on the lazy device is not supported; "

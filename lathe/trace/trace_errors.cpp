@@ -3,6 +3,7 @@
 #include <cctype>
 #include <sstream>
 
+#include "lathe/core/dispatch_mode.h"
 #include "lathe/sym/sym_error.h"
 #include "lathe/sym/sym_int.h"
 
@@ -94,6 +95,7 @@ void rethrow_traced_error(const Error& e, const std::vector<TracedSize>& sizes,
     message = os.str();
   }
   if (dynamic_cast<const sym::ConstraintViolation*>(&e)) throw sym::ConstraintViolation(message);
+  if (dynamic_cast<const DataReadWhileTracing*>(&e)) throw DataReadWhileTracing(message);
   if (dynamic_cast<const sym::DataDependentError*>(&e)) throw sym::DataDependentError(message);
   if (dynamic_cast<const sym::SymError*>(&e)) throw sym::SymError(message);
   throw Error(message);

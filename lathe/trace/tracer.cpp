@@ -1,6 +1,7 @@
 #include "lathe/trace/tracer.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "lathe/core/grad_mode.h"
 #include "lathe/ops/ops.h"
@@ -135,6 +136,20 @@ std::vector<Tensor> Tracer::record_random(const OpDef& op, TensorList inputs, co
   return {mul(x, mask)};
 }
 
+bool Tracer::materialize(const Tensor& t, const char* what) {
+  if (!t.has_storage()) return false;  // a fake: the caller's error
+  const ir::Value* v = find(t);
+  const bool written = v && (!v->is_input() || input_written(static_cast<size_t>(root_input(v))));
+  const bool user_read = std::strcmp(what, "raw_data()") != 0;
+  if (!written && !user_read) return true;
+  throw DataReadWhileTracing(
+      str("[trace] ", what, " reads the data of ", t.shape_string(),
+          written ? ", which this trace writes in place," : "",
+          " while tracing: a traced graph cannot depend on it (the value would be fixed at trace "
+          "time); read it outside the compiled function, or let lathe::compile split the "
+          "function at the read (CompileOptions::fullgraph = false)"));
+}
+
 void Tracer::note_view(ir::Node* const& node, int output, ir::Value* const& base) {
   // Views (and in-place results) alias input 0: they keep its root.
   if (int r = root_input(base); r >= 0) roots_[node->output(output)] = r;
@@ -142,6 +157,7 @@ void Tracer::note_view(ir::Node* const& node, int output, ir::Value* const& base
 
 void Tracer::rebind_written(const Tensor& t, ir::Node* const& node, int /*input*/,
                             ir::Value* const& before, int returned_as) {
+  ++num_writes_;
   if (int r = root_input(before); r >= 0) written_[r] = 1;
   // In-place op: eager returns the input itself. Later reads of it see the new value.
   if (returned_as >= 0) bind(t, node->output(returned_as));

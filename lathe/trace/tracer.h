@@ -81,6 +81,14 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   // autograd gives it no gradient, as eager records no autograd node for it.
   bool recorded_without_grad(const ir::Node* node) const { return no_grad_nodes_.count(node) != 0; }
 
+  // The fake tensors this trace made (their TensorImpls; the tracer holds one reference each).
+  const std::vector<std::shared_ptr<TensorImpl>>& fakes() const { return fakes_; }
+  // The graph value `t` stands for in this trace, or null when the trace never met it (a fake of
+  // this trace, a lifted tensor, or a real tensor an op wrote: then the writing node's output).
+  ir::Value* recorded_value(const Tensor& t) const { return find(t); }
+  // In-place writes recorded so far (any input).
+  int64_t num_writes() const { return num_writes_; }
+
   // A factory allocated this tensor while the trace runs.
   void note_allocation(const TensorImpl* impl) { allocated_.insert(impl); }
 
@@ -93,6 +101,12 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   }
   void on_allocation(const TensorImpl* impl) override { note_allocation(impl); }
   bool is_tracing() const override { return true; }
+  int64_t recorded_writes() const override { return num_writes_; }
+  // A read of a real tensor's data while tracing would fix its value into the graph, and one the
+  // trace wrote in place would read the value before the write: both throw DataReadWhileTracing
+  // (compile then runs the function as regions). Lathe's own raw_data() reads of tensors the
+  // trace did not write (factories filling a constant) go on.
+  bool materialize(const Tensor& t, const char* what) override;
 
  protected:
   // GraphRecorder: the value map is values_; captured tensors are lifted as graph inputs.
@@ -141,6 +155,7 @@ class Tracer : public DispatchMode, public ir::GraphRecorder<ir::Value*, ir::Nod
   std::unordered_set<const TensorImpl*> allocated_;    // tensors made while tracing
   std::unordered_set<const ir::Node*> no_grad_nodes_;  // recorded under a NoGradGuard
   bool recording_mask_ = false;                        // inside record_random
+  int64_t num_writes_ = 0;
 };
 
 }  // namespace lathe::detail

@@ -62,7 +62,7 @@ TEST(CompileOptions, Defaults) {
             "CompileOptions(backend=cpu, dynamic=auto, recompile_limit=8, "
             "error_on_recompile_limit=false, name=fn, freeze=true, precision=f32, verify=false, "
             "verify_calls=10, "
-            "verify_rtol=0.0001, verify_atol=1e-05, logs=, partitioner=default)");
+            "verify_rtol=0.0001, verify_atol=1e-05, fullgraph=false, logs=, partitioner=default)");
 }
 
 TEST(CompileOptions, FromTheEnvironment) {
