@@ -13,7 +13,7 @@
 """
 from . import _C
 from ._C import (  # noqa: F401  (the public API)
-    Error, Tensor, dtype, bool, int32, int64, float32, float64, bfloat16, float16, itemsize,
+    Error, DataReadWhileTracing, Tensor, dtype, bool, int32, int64, float32, float64, bfloat16, float16, itemsize,
     empty, zeros, ones, full, arange, randn, manual_seed,
     add, sub, rsub, mul, div, pow, eq, ne, lt, le, gt, ge, maximum, minimum, logical_not, where,
     neg, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, erf, relu, relu6, hardtanh, hardswish,
@@ -28,7 +28,7 @@ from ._C import nn, io, models  # noqa: F401
 from ._C import cpu_options, set_cpu_options  # noqa: F401
 from . import distributed  # noqa: F401
 from ._autograd import autocast, enable_grad, no_grad  # noqa: F401
-from ._compile import compile, compile_options, metrics, set_compile_options  # noqa: F401
+from ._compile import compile, compile_options, explain, metrics, set_compile_options  # noqa: F401
 from ._tensor import from_dlpack, from_numpy, tensor  # noqa: F401
 from . import _logs
 

@@ -12,6 +12,7 @@
 
 #include "bindings.h"
 #include "lathe/backend/backend.h"
+#include "lathe/core/dispatch_mode.h"
 #include "lathe/lazy/lazy.h"
 #include "lathe/nn/module.h"
 #include "lathe/trace/compile.h"
@@ -75,7 +76,15 @@ class PyCompiled {
           nb::gil_scoped_acquire gil;
           nb::list py_args;
           for (const Arg& a : args) py_args.append(to_python(a));
-          nb::object r = state->fn(*py_args);
+          nb::object r;
+          try {
+            r = state->fn(*py_args);
+          } catch (nb::python_error& e) {
+            // A data read in the Python function: the C++ type again, for the compile cache.
+            if (e.matches(nb::module_::import_("lathe._C").attr("DataReadWhileTracing")))
+              throw DataReadWhileTracing(nb::cast<std::string>(nb::str(e.value())));
+            throw;
+          }
           return results_from_python(r, *state);
         },
         std::move(options));
@@ -119,8 +128,9 @@ class PyCompiled {
 
 // The process default (lathe.set_compile_options) with the arguments of lathe.compile over it.
 CompileOptions make_options(nb::object dynamic, const std::string& backend, const std::string& name,
-                            int recompile_limit, bool verify) {
+                            int recompile_limit, bool verify, bool fullgraph) {
   CompileOptions o = default_compile_options();
+  o.fullgraph = o.fullgraph || fullgraph;
   o.backend = backend;
   o.name = name;
   o.recompile_limit = recompile_limit;
@@ -148,6 +158,7 @@ nb::dict options_dict(const CompileOptions& o) {
   d["verify_calls"] = o.verify_calls;
   d["verify_rtol"] = o.verify_rtol;
   d["verify_atol"] = o.verify_atol;
+  d["fullgraph"] = o.fullgraph;
   d["logs"] = o.logs;
   return d;
 }
@@ -176,8 +187,7 @@ void set_options(const nb::dict& fields) {
       LATHE_CHECK(v == "f32" || v == "bf16", "[compile] precision must be 'f32' or 'bf16', got '",
                   v, "'");
       o.precision = v == "bf16" ? DType::bf16 : DType::f32;
-    }
-    else if (k == "verify")
+    } else if (k == "verify")
       o.verify = nb::cast<bool>(value);
     else if (k == "verify_calls")
       o.verify_calls = nb::cast<int>(value);
@@ -185,6 +195,8 @@ void set_options(const nb::dict& fields) {
       o.verify_rtol = nb::cast<double>(value);
     else if (k == "verify_atol")
       o.verify_atol = nb::cast<double>(value);
+    else if (k == "fullgraph")
+      o.fullgraph = nb::cast<bool>(value);
     else if (k == "logs")
       o.logs = nb::cast<std::string>(value);
     else
@@ -203,6 +215,22 @@ nb::dict stats_dict(const CompileStats& s) {
   d["eager_calls"] = s.eager_calls;
   d["failed_traces"] = s.failed_traces;
   d["verified_calls"] = s.verified_calls;
+  d["region_calls"] = s.region_calls;
+  d["region_compiles"] = s.region_compiles;
+  return d;
+}
+
+nb::dict explain_dict(const ExplainReport& r) {
+  nb::dict d;
+  d["graph_count"] = r.graph_count;
+  d["graph_break_count"] = r.graph_break_count;
+  d["ops_per_graph"] = r.ops_per_graph;
+  d["break_reasons"] = r.break_reasons;
+  std::vector<bool> eager(r.eager_graphs.begin(), r.eager_graphs.end());
+  d["eager_graphs"] = eager;
+  d["compiles"] = r.compiles;
+  d["recompile_reasons"] = r.recompile_reasons;
+  d["text"] = r.to_string();
   return d;
 }
 
@@ -221,26 +249,28 @@ void bind_compile(nb::module_& m) {
       .def(
           "guards_string", [](const PyCompiled& c, size_t e) { return c.fn().guards_string(e); },
           nb::arg("entry") = 0)
+      .def("explain_last_call",
+           [](const PyCompiled& c) { return explain_dict(c.fn().explain_last_call()); })
       .def("reset", [](PyCompiled& c) { c.fn().reset(); });
 
   m.def(
       "_compile_function",
       [](nb::object fn, nb::object dynamic, const std::string& backend, const std::string& name,
-         int recompile_limit, bool verify) {
-        return new PyCompiled(std::move(fn),
-                              make_options(dynamic, backend, name, recompile_limit, verify));
+         int recompile_limit, bool verify, bool fullgraph) {
+        return new PyCompiled(std::move(fn), make_options(dynamic, backend, name, recompile_limit,
+                                                          verify, fullgraph));
       },
       nb::arg("fn"), nb::arg("dynamic").none(), nb::arg("backend"), nb::arg("name"),
-      nb::arg("recompile_limit"), nb::arg("verify"));
+      nb::arg("recompile_limit"), nb::arg("verify"), nb::arg("fullgraph") = false);
   m.def(
       "_compile_module",
       [](std::shared_ptr<nn::Module> mod, nb::object dynamic, const std::string& backend,
-         const std::string& name, int recompile_limit, bool verify) {
-        return new PyCompiled(std::move(mod),
-                              make_options(dynamic, backend, name, recompile_limit, verify));
+         const std::string& name, int recompile_limit, bool verify, bool fullgraph) {
+        return new PyCompiled(std::move(mod), make_options(dynamic, backend, name, recompile_limit,
+                                                           verify, fullgraph));
       },
       nb::arg("module"), nb::arg("dynamic").none(), nb::arg("backend"), nb::arg("name"),
-      nb::arg("recompile_limit"), nb::arg("verify"));
+      nb::arg("recompile_limit"), nb::arg("verify"), nb::arg("fullgraph") = false);
 
   m.def("backend_names", &backend::backend_names);
   m.def("set_compile_logs", &set_compile_logs, nb::arg("topics"));

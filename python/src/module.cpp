@@ -2,6 +2,7 @@
 #include <nanobind/nanobind.h>
 
 #include "bindings.h"
+#include "lathe/core/dispatch_mode.h"
 #include "lathe/core/error.h"
 #include "lathe/core/version.h"
 
@@ -14,7 +15,10 @@ NB_MODULE(_C, m) {
   // reported as leaks by nanobind; they are not.
   nb::set_leak_warnings(false);
   // lathe::Error reaches Python as lathe.Error (a RuntimeError) with Lathe's message.
-  nb::exception<lathe::Error>(m, "Error", PyExc_RuntimeError);
+  nb::exception<lathe::Error> error(m, "Error", PyExc_RuntimeError);
+  // A read of traced data (graph break): lathe.compile's C++ side turns it back into the C++
+  // type when it comes out of the Python function, and splits the function into regions.
+  nb::exception<lathe::DataReadWhileTracing>(m, "DataReadWhileTracing", error);
   lathe::python::bind_sym(m);  // before the tensor methods that return and take lathe.SymInt
   lathe::python::bind_tensor(m);
   lathe::python::bind_ops(m);
