@@ -101,11 +101,11 @@ std::vector<Tensor> CompileCache::call(const std::vector<Arg>& args) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   // A compiled function called while another is traced is traced through.
   if (is_tracing()) return fn_(args);
+  sync_pending_lazy(args);
   if (RegionCache* regions = regions_.load(std::memory_order_acquire)) {
     region_calls_.fetch_add(1, std::memory_order_relaxed);
     return regions->call(args);
   }
-  sync_pending_lazy(args);
   ArgViews views(args);
   if (std::shared_ptr<const CacheEntry> e = lookup(args, views.span(), nullptr)) {
     hits_.fetch_add(1, std::memory_order_relaxed);

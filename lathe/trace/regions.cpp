@@ -1,5 +1,6 @@
 #include "lathe/trace/regions.h"
 
+#include "lathe/core/device_registry.h"
 #include "lathe/core/dispatch_mode.h"
 #include "lathe/core/grad_mode.h"
 #include "lathe/ir/passes.h"
@@ -97,18 +98,23 @@ class RegionRecorder final : public DispatchMode {
     }
     std::vector<Tensor> inputs;
     inputs.reserve(graph_->inputs().size());
-    bool needs_grad = false;
+    bool needs_grad = false, off_cpu = false;
     for (int origin : tracer_->input_origin()) {
       const Tensor& t = tracer_->captured()[static_cast<size_t>(-1 - origin)];
       inputs.push_back(t);
       needs_grad |= t.requires_grad();
+      off_cpu |= !t.device().is_cpu();
     }
     needs_grad &= GradMode::is_enabled();
+    // Gradients, tensors on the lazy device (which records them itself), or in-place writes
+    // where two inputs share memory (a backend takes inputs for independent): the eager path.
+    const bool eager_path = needs_grad || off_cpu || writes_shared_memory(inputs);
     const size_t nodes = graph_->num_nodes();
     std::vector<Tensor> results;
     bool compiled = false;
-    if (needs_grad) {
+    if (eager_path) {
       results = replay_eagerly(*graph_, inputs, *tracer_);
+      if (off_cpu) sync_devices();  // lazy results get their device data before it is shared
     } else {
       Region& r = cache_.find_or_compile(std::move(graph_), env_, ends_at, &compiled);
       r.runs.fetch_add(1, std::memory_order_relaxed);
@@ -131,8 +137,17 @@ class RegionRecorder final : public DispatchMode {
     trace_.nodes.push_back(nodes);
     trace_.ends_at.push_back(ends_at);
     trace_.compiled_now.push_back(compiled ? 1 : 0);
-    trace_.eager.push_back(needs_grad ? 1 : 0);
+    trace_.eager.push_back(eager_path ? 1 : 0);
     begin();
+  }
+
+  bool writes_shared_memory(const std::vector<Tensor>& inputs) const {
+    if (tracer_->num_writes() == 0) return false;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      for (size_t j = i + 1; j < inputs.size(); ++j)
+        if (inputs[i].impl().storage && inputs[i].impl().storage == inputs[j].impl().storage)
+          return true;
+    return false;
   }
 
   RegionCache& cache_;

@@ -241,7 +241,38 @@ Program generate_program(std::mt19937_64& rng, int num_steps, const std::set<Fea
     for (int o : p.outputs) dup |= o == v;
     if (!dup) p.outputs.push_back(v);
   }
+  // A third of the programs get a branch on data (a graph break) inserted at a random step, drawn
+  // from a copy of the generator so that the rest of the program and its calls stay as before.
+  std::mt19937_64 side = rng;
+  side.discard(11);
+  if (uniform(side, 0, 2) == 0) {
+    const size_t k = static_cast<size_t>(uniform(side, 0, static_cast<int64_t>(p.steps.size())));
+    Step branch;
+    branch.kind = OpKind::kBranch;
+    branch.a = static_cast<int>(uniform(side, 0, static_cast<int64_t>(k) + 1));
+    branch.s = pick<double>(side, {-0.5, 3.0});
+    p = insert_step(p, k, branch);
+  }
   return p;
+}
+
+Program insert_step(const Program& p, size_t k, const Step& step) {
+  Program q = p;
+  q.steps.clear();
+  const int at = static_cast<int>(k) + 2;  // the new value's index; later ones move up by one
+  auto shift = [at](int v) { return v >= at ? v + 1 : v; };
+  for (size_t i = 0; i <= p.steps.size(); ++i) {
+    if (i == k) q.steps.push_back(step);
+    if (i == p.steps.size()) break;
+    Step s = p.steps[i];
+    if (s.a >= 0) s.a = shift(s.a);
+    if (s.b >= 0) s.b = shift(s.b);
+    q.steps.push_back(s);
+  }
+  q.outputs.clear();
+  for (int o : p.outputs) q.outputs.push_back(shift(o));
+  q.outputs.push_back(at);
+  return q;
 }
 
 Program drop_step(const Program& p, size_t k) {
@@ -332,6 +363,10 @@ std::string Program::to_string() const {
         break;
       case OpKind::kFactory:
         os << "full({" << d << "}, " << s.s << ")  /* on arg0's device */";
+        break;
+      case OpKind::kBranch:
+        os << "sum(" << v(s.a) << ").item() > 0 ? relu(" << v(s.a) << ") : mul(" << v(s.a) << ", "
+           << s.s << ")";
         break;
     }
     os << ";\n";
@@ -449,6 +484,9 @@ std::vector<Tensor> run_program(const Program& p, nn::Module& m, const std::vect
         r = full({p.d}, s.s);
         // On the arguments' device (the lazy device in the fuzzer's lazy variant).
         if (in[0].device() != Device::cpu()) r = r.to(in[0].device());
+        break;
+      case OpKind::kBranch:
+        r = sum(a).item() > 0 ? relu(a) : mul(a, s.s);
         break;
     }
     v.push_back(r);

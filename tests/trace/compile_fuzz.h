@@ -58,6 +58,7 @@ enum class OpKind {
   kMulInplace,   // mul_(a, s)
   kReluInplace,  // relu_(a)
   kFactory,      // full({D}, s): made inside the function
+  kBranch,       // sum(a).item() > 0 ? relu(a) : mul(a, s): a branch on data (a graph break)
 };
 
 // One step: reads values a (and b), writes the next value.
@@ -80,6 +81,9 @@ struct Program {
 
 // Generates a program of about `num_steps` steps.
 Program generate_program(std::mt19937_64& rng, int num_steps, const std::set<Feature>& features);
+// p with `step` inserted before step k (its value is 2 + k; later values move up by one) and
+// returned too.
+Program insert_step(const Program& p, size_t k, const Step& step);
 
 // Removes step k and every step and output that depends on it (values renumbered); when no
 // output is left, the last value is returned.

@@ -67,7 +67,7 @@ struct Call {
   int64_t b = 2, s = 3;
   Layout layout = Layout::kContiguous;
   Layout lazy_layout = Layout::kContiguous;  // arg0's layout on the lazy device (unrestricted)
-  bool alias = false;  // arg1 is arg0 (when both are [B,S,D])
+  bool alias = false;                        // arg1 is arg0 (when both are [B,S,D])
   Event event = Event::kNone;
   uint64_t seed = 0;
   std::string to_string(const Program& p) const {
@@ -438,12 +438,24 @@ TEST(CompileFuzz, GeneratorIsReproducibleAndShrinkDropsDependents) {
   std::mt19937_64 a(5), b(5);
   const Program p = generate_program(a, 8, {});
   EXPECT_EQ(p.to_string(), generate_program(b, 8, {}).to_string());
-  EXPECT_EQ(p.steps.size(), 8u);
+  // 8 steps, and a third of the programs a branch on data inserted among them.
+  int branches = 0;
+  for (const Step& st : p.steps) branches += st.kind == OpKind::kBranch;
+  EXPECT_EQ(p.steps.size(), 8u + branches);
+  EXPECT_LE(branches, 1);
   Program chain;
   chain.steps = {Step{OpKind::kUnary, 0, -1, 0, 0, 0, 0, "relu"},
                  Step{OpKind::kUnary, 2, -1, 0, 0, 0, 0, "neg"},
                  Step{OpKind::kBinary, 0, 1, 0, 0, 0, 0, "add"}};
   chain.outputs = {3, 4};
+  Step branch;
+  branch.kind = OpKind::kBranch;
+  branch.a = 0;
+  const Program inserted = insert_step(chain, 1, branch);  // before neg: value 3, later ones +1
+  ASSERT_EQ(inserted.steps.size(), 4u);
+  EXPECT_EQ(inserted.steps[1].kind, OpKind::kBranch);
+  EXPECT_EQ(inserted.steps[2].a, 2);  // neg still reads relu
+  EXPECT_EQ(inserted.outputs, (std::vector<int>{4, 5, 3}));
   const Program q = drop_step(chain, 0);  // drops relu and the neg that reads it
   ASSERT_EQ(q.steps.size(), 1u);
   EXPECT_EQ(q.steps[0].name, "add");
