@@ -77,7 +77,8 @@ class RegionRecorder final : public DispatchMode {
     if (tracer_) earlier_writes_ += tracer_->num_writes();
     tracer_.reset();
     graph_ = std::make_unique<ir::Graph>();
-    env_ = std::make_shared<sym::ShapeEnv>();
+    // One ShapeEnv per call: regions have static sizes, so it only owns what a shape rule makes.
+    if (!env_) env_ = std::make_shared<sym::ShapeEnv>();
     tracer_ = std::make_unique<Tracer>(*env_, *graph_, &cache_.names_);
   }
 
@@ -175,14 +176,23 @@ Region& RegionCache::find_or_compile(std::unique_ptr<ir::Graph> graph,
   const uint64_t hash = graph->structural_hash();
   std::lock_guard lock(mu_);
   auto& bucket = by_hash_[hash];
-  for (Region* r : bucket)
-    if (r->graph->structurally_equal(*graph)) return *r;
+  // A hash match is confirmed by the op at every position and the input count (as the lazy
+  // device's cache does); the hash covers attributes, types and wiring.
+  const std::vector<ir::Node*> nodes = graph->nodes();
+  for (Region* r : bucket) {
+    if (r->ops.size() != nodes.size() || r->graph->inputs().size() != graph->inputs().size())
+      continue;
+    bool same = true;
+    for (size_t i = 0; i < nodes.size() && same; ++i) same = r->ops[i] == &nodes[i]->op();
+    if (same) return *r;
+  }
   graph->verify();
   if (!backend_) backend_ = backend::create_backend(options_.backend);
   auto r = std::make_unique<Region>();
   r->hash = hash;
   r->ends_at = ends_at;
   r->num_nodes = graph->num_nodes();
+  for (const ir::Node* n : nodes) r->ops.push_back(&n->op());
   r->executable = backend_->compile(*graph);
   r->graph = std::move(graph);
   r->env = std::move(env);

@@ -2,9 +2,10 @@
 // values, a branch on a value) runs as regions. Each call runs the function's host code under a
 // RegionRecorder, which records ops (the compile tracer, over real tensors); a data read ends the
 // current region: its ops become a graph, found in the function's RegionCache by structural hash
-// (compiled by the backend on a miss), and run; the pending tensors the code still holds get their
-// data, the read returns the value, and recording goes on into the next region. A branch taken on
-// a value is correct by construction: the next region records what the code does now.
+// (confirmed by the op at every position; compiled by the backend on a miss), and run; the pending
+// tensors the code still holds get their data, the read returns the value, and recording goes on
+// into the next region. A branch taken on a value is correct by construction: the next region
+// records what the code does now.
 //
 // Regions take every tensor they meet as a graph input by reference (arguments, parameters,
 // results of earlier regions), with static sizes: the graph's structure and input types are its
@@ -39,6 +40,7 @@ struct Region {
   std::unique_ptr<backend::Executable> executable;  // null for regions replayed with autograd
   std::string ends_at;  // the read that ended it ("item() of f32[] from sum") or "return"
   size_t num_nodes = 0;
+  std::vector<const OpDef*> ops;  // by position, to confirm a hash match
   std::atomic<int64_t> runs{0};
 };
 
